@@ -56,7 +56,7 @@ class ResNetConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise bad(field, value, "use a positive integer")
         if isinstance(self.depth, bool) or not isinstance(self.depth, int) or self.depth < 3:
-            raise bad("depth", self.depth, "use an integer >= 3 (total residual blocks, at least one per stage)")
+            raise bad("depth", self.depth, "use an integer >= 3 (total residual blocks, >= 1 per stage)")
         if self.norm not in NORMS:
             raise bad("norm", self.norm, f"use one of {list(NORMS)}")
         if self.stem_role not in STEM_ROLES:
