@@ -1,0 +1,1 @@
+"""Spec -> trials -> Ray Tune -> store, and the `hpt` command line."""

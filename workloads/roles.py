@@ -4,13 +4,13 @@ and optimizers can treat it accordingly. A parameter without a role is an error,
 
 from __future__ import annotations
 
-from enum import Enum
 from collections.abc import Iterator
+from enum import StrEnum
 
 from torch import nn
 
 
-class Role(str, Enum):
+class Role(StrEnum):
     EMBEDDING = "embedding"  # input weights: token/position embeddings, image stem
     HIDDEN = "hidden"  # 2-D matrices and conv kernels between width-sized spaces
     OUTPUT = "output"  # unembedding / classifier head

@@ -1,0 +1,1 @@
+"""Models of the workloads. Every parameter carries a role (workloads.roles)."""
