@@ -174,7 +174,8 @@ class TrialWriter:
         if params:
             self.store.write_table(self._p("params.parquet"), params)
         self.set_status(status, summary, error)
-        self.store.delete(self._p("checkpoint.pt"))
+        if status in FINISHED:  # a failed trial keeps its checkpoint so a rerun resumes from it
+            self.store.delete(self._p("checkpoint.pt"))
 
 
 # -- readers ---------------------------------------------------------------------------------

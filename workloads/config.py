@@ -62,6 +62,7 @@ class ResNetWorkload(_WorkloadCommon):
     label_kind: Literal["fine", "coarse"] = "fine"
     base_channels: int = Field(16, ge=1)
     norm: Literal["batch", "group", "none"] = "batch"
+    stem_role: Literal["embedding", "hidden"] = "embedding"
     augment: bool = True
     batch_size: int = Field(128, ge=1)
 
