@@ -72,8 +72,8 @@ WorkloadConfig = Annotated[GPT2Workload | ResNetWorkload, Field(discriminator="k
 
 class ParametrizationConfig(StrictModel):
     kind: str = Field("sp", description="a registered recipe: see workloads.parametrization.RECIPES")
-    base_width: int | None = Field(None, ge=1, description="width where the recipe equals SP (default: the trial's width)")
-    base_depth: int | None = Field(None, ge=1, description="depth where depth scaling is 1 (default: the trial's depth)")
+    base_width: int | None = Field(None, ge=1, description="width where the recipe equals SP (default: trial width)")
+    base_depth: int | None = Field(None, ge=1, description="depth where depth scaling is 1 (default: trial depth)")
     alpha: float = Field(1.0, ge=0.0, le=1.0, description="CompleteP depth exponent")
     options: dict[str, float | int | str | bool] = Field(default_factory=dict)
 
