@@ -197,7 +197,7 @@ def test_python3_bytes_keys_archive_loads(tmp_path: Path) -> None:
 
 
 class _Boom:
-    def __reduce__(self):  # noqa: ANN204
+    def __reduce__(self) -> tuple:
         return (Path.touch, (Path(self.target),))
 
     def __init__(self, target: str) -> None:
@@ -397,3 +397,11 @@ def test_eval_set_reports_loss_and_accuracy() -> None:
     assert res.accuracy == pytest.approx((a.labels == 3).float().mean().item())
     assert res.loss == pytest.approx(np.log(10), abs=1e-3)
     assert len(im.eval_batches(a, 20, num_batches=2).batches()) == 2
+
+
+def test_command_line_info_and_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_fake_fashion_mnist(tmp_path)
+    assert im.main(["info", "fashion_mnist", "--root", str(tmp_path)]) == 0
+    assert "fashion_mnist train: images (30, 1, 32, 32)" in capsys.readouterr().out
+    assert im.main(["info", "cifar100", "--root", str(tmp_path)]) == 2
+    assert "cifar-100-python.tar.gz" in capsys.readouterr().out

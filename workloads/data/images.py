@@ -23,6 +23,7 @@ import tarfile
 import tempfile
 import urllib.request
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -170,7 +171,8 @@ def _how_to_get(name: str, root: Path) -> str:
     spec = CIFAR[name]
     return (
         f"{name}: archive {root / spec.filename} not found. Download {spec.url} (md5 {spec.md5}) "
-        f"and put it at {root / spec.filename}, e.g. `curl -o {root / spec.filename} {spec.url}`, or run "
+        f"and put it at {root / spec.filename}, e.g. `mkdir -p {root} && curl -o {root / spec.filename} "
+        f"{spec.url}`, or run "
         f"`python -m workloads.data.images download {name} --root {root}` on a machine with internet. "
         f"root defaults to ${DATA_DIR_ENV} or ~/.cache/hptransfer/datasets."
     )
@@ -196,7 +198,7 @@ def download(
     h = hashlib.md5()
     fd, tmp = tempfile.mkstemp(dir=root, prefix=spec.filename + ".", suffix=".part")
     try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as resp:  # noqa: S310
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as resp:
             while block := resp.read(1 << 20):
                 h.update(block)
                 out.write(block)
@@ -549,7 +551,7 @@ class EvalSet:
     def batches(self) -> list[tuple[Tensor, Tensor]]:
         return list(self)
 
-    def __iter__(self):  # noqa: ANN204
+    def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
         for i in range(0, self.images.shape[0], self.batch_size):
             x = self.images[i : i + self.batch_size]
             yield torch.addcmul(self.shift, x.float(), self.scale), self.labels[i : i + self.batch_size]
