@@ -653,8 +653,15 @@ def _verdicts(
             if reg:
                 worst = max(reg, key=lambda r: (r["regret"], -np.nan_to_num(r["regret_se"])))
                 max_reg = worst["regret"]
-                regret_lo = max((r["regret"] - z * r["regret_se"]) for r in reg)
-                regret_hi = max((r["regret"] + z * r["regret_se"]) for r in reg)
+                regs = np.array([r["regret"] for r in reg], dtype=float)
+                ses = np.array([r["regret_se"] for r in reg], dtype=float)
+                with np.errstate(invalid="ignore"):
+                    lows = np.where(np.isinf(regs), regs, regs - z * ses)
+                    highs = np.where(np.isinf(regs), regs, regs + z * ses)
+                # a bound is known when every scale's bound is (or one scale's lower bound is already inf)
+                regret_lo = math.inf if np.isposinf(lows).any() else (
+                    float(np.max(lows)) if np.isfinite(lows).all() else np.nan)
+                regret_hi = float(np.max(highs)) if not np.isnan(highs).any() else np.nan
             else:
                 max_reg = regret_lo = regret_hi = np.nan
             slope, slo, shi = coef[axis]
@@ -687,7 +694,7 @@ def _decide(
         return "inconclusive", [f"{min_seeds} seed(s) at some optimum; the rule needs {rule.min_seeds}"]
     slope_bad = np.isfinite(slo) and (slo > tol or shi < -tol)
     slope_ok = np.isfinite(slo) and -tol <= slo and shi <= tol
-    regret_bad = np.isfinite(regret_lo) and regret_lo > rule.max_regret or regret_lo == math.inf
+    regret_bad = bool(not np.isnan(regret_lo) and regret_lo > rule.max_regret)
     regret_ok = np.isfinite(regret_hi) and regret_hi <= rule.max_regret
     if slope_bad:
         reasons.append(f"slope interval [{slo:.2f}, {shi:.2f}] lies outside ±{tol:g}")
@@ -737,7 +744,7 @@ def _codes(df: pd.DataFrame, axes: list[str]) -> np.ndarray:
 
 
 def _short(axis: str) -> str:
-    return {"optimizer.name": "opt", "parametrization.kind": "param"}.get(axis, axis)
+    return {"optimizer.name": "opt", "parametrization.kind": "param", "optimizer.lr": "lr"}.get(axis, axis)
 
 
 def _num(v: Any) -> float | str | None:
