@@ -166,15 +166,16 @@ def run_trial(
                 summary = {"diverged_at_step": done}
                 raise _Diverged()
             loss.backward()
-            grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None]).item()
+            is_eval = done % wl.eval_every == 0 or done == wl.steps
+            is_logged = is_eval or done % wl.log_every == 0
+            grad_norm = _grad_norm(params) if is_logged else math.nan
             take_diag = done % diag_every == 0 or done == wl.steps
             before = snapshot(optimizer) if take_diag else None
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             if before is not None:
                 layers.extend({"step": done, **row} for row in layer_diagnostics(optimizer, before))
-            is_eval = done % wl.eval_every == 0 or done == wl.steps
-            if done % wl.log_every == 0 or is_eval:
+            if is_logged:
                 row = {"step": done, "items": done * task.items_per_step(), "train_loss": loss_value,
                        "lr": config.optimizer.lr * factor, "grad_norm": grad_norm, "wall_time_s": wall()}
                 if is_eval:
@@ -200,6 +201,10 @@ def run_trial(
     summary.update(_summarize(curve, item_unit))
     sink.finish(status, summary, curve, layers, params_table)
     return TrialResult(trial_id, status, summary, curve)
+
+
+def _grad_norm(params: list[torch.nn.Parameter]) -> float:
+    return torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None]).item()
 
 
 def _summarize(curve: list[dict[str, Any]], item_unit: str | None) -> dict[str, Any]:

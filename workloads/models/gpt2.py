@@ -79,8 +79,12 @@ class Block(nn.Module):
         self.branch_multiplier = cfg.residual_multiplier
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.branch_multiplier * self.attn(self.ln_1(x))
-        return x + self.branch_multiplier * self.mlp(self.ln_2(x))
+        m = self.branch_multiplier
+        if m == 1.0:  # skip a full-activation multiply in the common case
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
+        x = x + m * self.attn(self.ln_1(x))
+        return x + m * self.mlp(self.ln_2(x))
 
 
 class GPT2(nn.Module):
@@ -116,4 +120,5 @@ class GPT2(nn.Module):
         x = self.wte(idx) + self.wpe(pos)
         for block in self.blocks:
             x = block(x)
-        return self.output_multiplier * self.lm_head(self.ln_f(x))
+        logits = self.lm_head(self.ln_f(x))
+        return logits if self.output_multiplier == 1.0 else self.output_multiplier * logits
