@@ -114,7 +114,7 @@ def _group(
     name: str, cls: type[Optimizer], defaults: dict[str, Any], spec: ParamSpec, lr: float, wd: float,
     hp: dict[str, Any],
 ) -> dict[str, Any]:
-    g: dict[str, Any] = {"params": [spec.param], "name": spec.name, "role": spec.role}
+    g: dict[str, Any] = {"params": [spec.param], "name": spec.name, "role": spec.role, "in_out": bool(spec.in_out)}
     extra = dict(spec.extra)
     if not issubclass(cls, HybridOptimizer):  # adamw, lion: uniform
         g["algorithm"] = name
@@ -144,7 +144,6 @@ def _group(
         return g
     g["lr"] = lr * spec.lr_mult
     g["weight_decay"] = wd * spec.wd_mult
-    g["in_out"] = bool(spec.in_out)
     if rule == "muown":
         g["eps"] = float(extra.pop("eps", defaults["eps"])) * spec.eps_mult
         if "qkv_chunks" not in extra and spec.param.ndim == 2:
