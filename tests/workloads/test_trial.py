@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import gzip
 import math
+import struct
 
+import numpy as np
 import pytest
 import torch
 
@@ -109,3 +112,39 @@ def test_failure_is_recorded_with_traceback(tmp_path):
     status = RunStore(str(tmp_path)).status(config.trial_id)
     assert status["status"] == "failed"
     assert "Traceback" in status["error"] and "hpt data prepare" in status["error"]
+
+
+def _write_idx(path, array: np.ndarray) -> None:
+    header = bytes([0, 0, 0x08, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
+    with gzip.open(path, "wb") as f:
+        f.write(header + array.tobytes())
+
+
+def _learnable_fashion_mnist(root) -> None:
+    """Tiny IDX files in the Fashion-MNIST layout whose class is visible in the pixels."""
+    rng = np.random.default_rng(0)
+    for prefix, n in (("train", 256), ("t10k", 64)):
+        labels = rng.integers(0, 10, n).astype(np.uint8)
+        images = rng.integers(0, 60, (n, 28, 28)).astype(np.uint8)
+        for i, y in enumerate(labels):  # a bright bar whose row depends on the class
+            images[i, 2 + 2 * int(y): 4 + 2 * int(y), :] = 250
+        _write_idx(root / f"{prefix}-images-idx3-ubyte.gz", images)
+        _write_idx(root / f"{prefix}-labels-idx1-ubyte.gz", labels)
+
+
+def test_resnet_trial_with_8_blocks_lowers_the_loss(tmp_path):
+    _learnable_fashion_mnist(tmp_path)
+    config = TrialConfig.model_validate({
+        "workload": {"kind": "resnet", "dataset": "fashion_mnist", "data_root": str(tmp_path), "base_channels": 4,
+                     "batch_size": 32, "steps": 20, "eval_every": 10, "eval_batches": 2, "log_every": 5,
+                     "augment": False},
+        "width": 1, "depth": 8, "optimizer": {"name": "adamw", "lr": 3e-3},
+    })
+    result = run_trial(config, RunStore(str(tmp_path / "run")).writer(config.trial_id))
+    assert result.status == "completed", result.error
+    curve = load_curves(str(tmp_path / "run"))
+    trained = curve[curve["step"] > 0].sort_values("step")
+    assert trained["train_loss"].iloc[-1] < trained["train_loss"].iloc[0]
+    assert {"val_loss", "val_accuracy"} <= set(curve.columns)
+    row = load_trials(str(tmp_path / "run")).iloc[0]
+    assert row["items_seen"] == 20 * 32 and 0.0 <= row["final_val_accuracy"] <= 1.0
