@@ -503,7 +503,6 @@ def _optima(
     by_cell = dict(tuple(fin.groupby("cell", sort=True)))
     rows = []
     boot: dict[int, np.ndarray] = {}
-    qlo, qhi = 50 * (1 - cfg.ci_level), 50 * (1 + cfg.ci_level)
     for cell, cur in lr_curves.groupby("cell", sort=True):
         base = {a: cur[a].iloc[0] for a in cell_axes}
         counts = {
@@ -569,9 +568,8 @@ def _optima(
                 means = np.where(present, R, 0.0).sum(axis=1) / np.where(n > 0, n, np.nan)
             xb, _, _ = fit_optimum(xs, means, cfg.fit_halfwidth)
             boot[int(cell)] = xb
-            fb = xb[np.isfinite(xb)]
-            if len(fb):
-                row["log2_lr_star_lo"], row["log2_lr_star_hi"] = np.percentile(fb, [qlo, qhi])
+            row["log2_lr_star_lo"], row["log2_lr_star_hi"] = boot_interval(
+                float(xstar[0]), xb, int(best["n_seeds"]), cfg.ci_level)
         rows.append(row)
     optima = pd.DataFrame(rows)
     return optima, boot
@@ -586,7 +584,6 @@ def _verdicts(
     cfg: AnalysisConfig,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     rule, z = cfg.rule, cfg.z
-    qlo, qhi = 50 * (1 - cfg.ci_level), 50 * (1 + cfg.ci_level)
     vrows: list[dict[str, Any]] = []
     rrows: list[dict[str, Any]] = []
     if not scale_axes:
@@ -611,8 +608,10 @@ def _verdicts(
                     bb = None
             else:
                 bb = None
+            n_eff = int(np.median(usable["n_seeds_at_best"])) if len(usable) else 0
             for j, a in enumerate(varying, start=1):
-                lo, hi = (np.percentile(bb[j], [qlo, qhi]) if bb is not None else (np.nan, np.nan))
+                lo, hi = boot_interval(float(beta[j]), bb[j], n_eff, cfg.ci_level) if bb is not None \
+                    else (np.nan, np.nan)
                 coef[a] = (float(beta[j]), float(lo), float(hi))
         for axis in scale_axes:
             others = [a for a in scale_axes if a != axis]
@@ -698,7 +697,9 @@ def _decide(
     regret_ok = np.isfinite(regret_hi) and regret_hi <= rule.max_regret
     if slope_bad:
         reasons.append(f"slope interval [{slo:.2f}, {shi:.2f}] lies outside ±{tol:g}")
-    if regret_bad:
+    if regret_bad and math.isinf(regret_lo):
+        reasons.append("the LR tuned at the smallest scale diverges at a larger scale")
+    elif regret_bad:
         reasons.append(f"regret of the smallest-scale LR exceeds {rule.max_regret:g} (lower bound {regret_lo:.3g})")
     if slope_bad or regret_bad:
         return "does not transfer", reasons
@@ -718,6 +719,37 @@ def _decide(
 
 
 # -- helpers -------------------------------------------------------------------------------------
+
+
+def t_quantile(p: float, df: int) -> float:
+    """Student-t quantile (no scipy): exact for df 1 and 2, Cornish-Fisher expansion above
+    (Abramowitz & Stegun 26.7.5; error < 0.01 at df=3, p=0.975)."""
+    if df < 1:
+        return math.nan
+    if df == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if df == 2:
+        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
+    z = NormalDist().inv_cdf(p)
+    v = float(df)
+    return (z + (z**3 + z) / (4 * v) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
+            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
+            + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * v**4))
+
+
+def boot_interval(point: float, reps: np.ndarray, n_seeds: int, level: float) -> tuple[float, float]:
+    """Interval from bootstrap-over-seeds replicates: point ± t(n-1) * sqrt(n/(n-1)) * sd(reps).
+
+    A plain percentile interval is far too narrow with the 2-5 seeds sweeps have (a bootstrap of
+    n values underestimates the variance by (n-1)/n and the normal quantile ignores that the SE
+    itself is estimated from n values); the t quantile with n-1 degrees of freedom corrects both."""
+    reps = reps[np.isfinite(reps)]
+    if n_seeds < 2 or len(reps) < 2 or not np.isfinite(point):
+        return math.nan, math.nan
+    sd = float(np.std(reps, ddof=1)) * math.sqrt(n_seeds / (n_seeds - 1))
+    half = t_quantile(0.5 + level / 2, n_seeds - 1) * sd
+    return point - half, point + half
+
 
 
 def _empty_verdicts(group_axes: list[str]) -> pd.DataFrame:
