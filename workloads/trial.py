@@ -99,7 +99,8 @@ def run_trial(
         item_unit = task.item_unit
         recipe = make_recipe(config.parametrization, config.width, config.depth)
         model = task.build_model(recipe.forward_multipliers())
-        resolved = resolve(model, recipe, optimizer_family(config.optimizer.name))
+        resolved = resolve(model, recipe, optimizer_family(config.optimizer.name),
+                           optimizer=config.optimizer.name, hparams=config.optimizer.hparams)
         apply_init(resolved, generator)
         specs = [
             ParamSpec(
