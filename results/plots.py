@@ -202,8 +202,7 @@ def heatmap(an: Analysis, axis: str = "width") -> Figure:
             D[i, j] = r["n_diverged"] > 0
         finite = Z[np.isfinite(Z)]
         vmin, vmax = (np.percentile(finite, [0, 90]) if len(finite) else (0, 1))
-        cmap = plt.get_cmap("viridis" if an.estimator.sign > 0 else "viridis_r").copy()
-        cmap.set_bad("#dddddd")
+        cmap = plt.get_cmap("viridis" if an.estimator.sign > 0 else "viridis_r").with_extremes(bad="#dddddd")
         im = ax.imshow(np.ma.masked_invalid(Z), aspect="auto", origin="lower", cmap=cmap, vmin=vmin, vmax=vmax)
         for i, j in zip(*np.nonzero(D), strict=True):
             ax.text(j, i, "×", ha="center", va="center", fontsize=9, color="#333333")

@@ -141,7 +141,7 @@ def render(an: Analysis, title: str | None = None) -> str:
     failed = an.trials[an.trials["status"] == "failed"]
     if len(failed):
         errs = failed[["trial_id", "error"]].copy()
-        errs["error"] = errs["error"].astype(str).str.strip().str.splitlines().str[-1]
+        errs["error"] = [str(e).strip().splitlines()[-1] if str(e).strip() else "" for e in errs["error"]]
         parts.append("<h2>Failed trials</h2>" + _table(errs, left=("trial_id", "error")))
     parts.append("<h2>Spec</h2><pre>" + html.escape(an.spec or "(no spec.yaml in the run dir)") + "</pre>")
     parts.append("</body></html>")
