@@ -1,0 +1,106 @@
+"""`hpt trial --explain`: build a trial's model, recipe and optimizer without training, and show the
+resolved per-parameter table (role, shape, algorithm, lr, wd, eps, init, multipliers)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from workloads.config import TrialConfig
+from workloads.optim import REGISTRY, ParamSpec, build_optimizer, family_of, resolved_table
+from workloads.parametrization import Recipe, ResolvedParam, apply_init, make_recipe, resolve
+from workloads.tasks import Task, make_task
+
+
+@dataclass
+class TrialObjects:
+    task: Task
+    recipe: Recipe
+    model: nn.Module
+    resolved: list[ResolvedParam]
+    optimizer: torch.optim.Optimizer
+    family: str
+
+
+def build_trial_objects(
+    config: TrialConfig, device: str = "cpu", generator: torch.Generator | None = None, task: Task | None = None
+) -> TrialObjects:
+    """Task, recipe, initialized model and optimizer of a trial, exactly as workloads.trial builds them.
+
+    Pass `task` to reuse its data across several builds (coordinate checks build many models)."""
+    if config.optimizer.name not in REGISTRY:
+        raise ValueError(
+            f"optimizer.name={config.optimizer.name!r} is not registered; choose one of {sorted(REGISTRY)}")
+    family = family_of(config.optimizer.name)
+    task = task if task is not None else make_task(config, device)
+    recipe = make_recipe(config.parametrization, config.width, config.depth)
+    model = task.build_model(recipe.forward_multipliers())
+    resolved = resolve(model, recipe, family, optimizer=config.optimizer.name, hparams=config.optimizer.hparams)
+    apply_init(resolved, generator)
+    specs = [
+        ParamSpec(name=rp.name, param=rp.param, role=rp.role.value, lr_mult=rp.rule.lr_mult,
+                  wd_mult=rp.rule.wd_mult, eps_mult=rp.rule.eps_mult, extra=dict(rp.rule.extra),
+                  in_out=getattr(rp.param, "_hpt_in_out", False))
+        for rp in resolved
+    ]
+    optimizer = build_optimizer(config.optimizer.name, specs, lr=config.optimizer.lr,
+                                weight_decay=config.optimizer.weight_decay, **config.optimizer.hparams)
+    return TrialObjects(task, recipe, model, resolved, optimizer, family)
+
+
+def parameter_table(objs: TrialObjects) -> list[dict[str, Any]]:
+    """The recipe's rows merged with the optimizer's (algorithm, lr, weight_decay, eps, norm, radius)."""
+    by_name = {r["name"]: r for r in resolved_table(objs.optimizer)}
+    return [{**rp.row(), **by_name.get(rp.name, {})} for rp in objs.resolved]
+
+
+COLUMNS = ("name", "role", "shape", "algorithm", "lr", "lr_mult", "weight_decay", "eps", "init_kind", "init_std",
+           "forward_multiplier", "norm", "radius")
+HEADERS = {"weight_decay": "wd", "forward_multiplier": "mult", "init_kind": "init", "lr_mult": "x lr"}
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        return f"{v:.4g}"
+    return str(v)
+
+
+def format_table(rows: list[dict[str, Any]], columns: tuple[str, ...] = COLUMNS) -> str:
+    cols = [c for c in columns if any(r.get(c) is not None for r in rows)]
+    cells = [[HEADERS.get(c, c) for c in cols]] + [[_fmt(r.get(c)) for c in cols] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def explain(config: TrialConfig, device: str = "cpu") -> str:
+    """A readable description of what `config` would train: scale, recipe, multipliers, per-parameter table."""
+    config = TrialConfig.model_validate(config)
+    objs = build_trial_objects(config, device, torch.Generator().manual_seed(config.seed))
+    scale, mults, pz = objs.recipe.scale, objs.recipe.forward_multipliers(), config.parametrization
+    options = ", ".join(f"{k}={v}" for k, v in objs.recipe.options.items() if k != "branch_pattern")
+    head = [
+        f"trial {config.trial_id}: {config.workload.kind} width={config.width} depth={config.depth} seed={config.seed}",
+        f"parametrization {pz.kind!r}: base_width={scale.base_width} base_depth={scale.base_depth} "
+        f"m_N={scale.m_width:.4g} m_L={scale.m_depth:.4g} alpha={pz.alpha}",
+        f"  options: {options}",
+        f"optimizer {config.optimizer.name!r} (family {objs.family}): lr={config.optimizer.lr:g} "
+        f"weight_decay={config.optimizer.weight_decay:g} hparams={dict(config.optimizer.hparams)}",
+        f"forward multipliers: residual={mults.residual:.4g} output={mults.output:.4g} "
+        f"attention=1/d_head^{mults.attn_scale_power:g}",
+        f"parameters: {sum(rp.param.numel() for rp in objs.resolved):,} in {len(objs.resolved)} tensors "
+        f"(mult: output multiplier for the head, residual multiplier inside residual branches)",
+        "",
+    ]
+    return "\n".join(head) + format_table(parameter_table(objs))
