@@ -12,6 +12,11 @@ from orchestrator.errors import EXIT_BAD_INPUT, InputError
 COMMANDS: list[tuple[str, str]] = [
     ("orchestrator.trial_command", "add_parser"),
     ("orchestrator.data_command", "add_parser"),
+    ("orchestrator.coordcheck_command", "add_parser"),
+    ("orchestrator.spec_commands", "add_parser"),  # validate, schema
+    ("orchestrator.run_command", "add_parser"),  # run, rerun
+    ("orchestrator.status_command", "add_parser"),
+    ("orchestrator.submit_command", "add_parser"),
 ]
 
 

@@ -1,0 +1,435 @@
+"""Execution: the pending trials of a sweep -> one `ray.tune.Tuner` -> the store.
+
+The store is the source of truth for what is done: the driver expands the grid, asks the store
+for each trial's status, and hands only the trials that still need running to a fresh Tuner (a
+`tune.grid_search` over their payloads). Ray Tune retries a failing trial (`FailureConfig`) from
+its last Ray Tune checkpoint; a restarted driver resumes an interrupted trial from the store's
+checkpoint. We never restore a Tune experiment: it cannot take new trials, and `restart_errored`
+ignores the concurrency limit.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.errors import InputError
+from orchestrator.grid import expand
+from orchestrator.spec import SweepSpec
+from results.store import FINISHED, RunStore
+from workloads import faults
+from workloads.config import RunOptions, TrialConfig
+
+LOCK_FILE = "driver.lock"
+RAY_DIR = "_ray"  # Ray Tune's own experiment folders (scratch; the store holds the results)
+NAMESPACE = "hptransfer"
+PARAM = "hpt"  # the one key of a Tune trial's config: the payload train_trial reads
+log = logging.getLogger(__name__)
+
+
+# -- planning ----------------------------------------------------------------------------------
+
+
+def display_status(stored: str | None) -> str:
+    """Store status -> what the plan shows: new, running (interrupted if no driver), done states."""
+    if stored is None or stored == "pending":
+        return "new"
+    return stored
+
+
+@dataclass
+class SweepPlan:
+    spec: SweepSpec
+    run_dir: str
+    configs: list[TrialConfig]
+    stored: dict[str, str]  # trial_id -> status in the store (only trials the store knows)
+
+    def status(self, config: TrialConfig) -> str:
+        return display_status(self.stored.get(config.trial_id))
+
+    def counts(self) -> Counter[str]:
+        return Counter(self.status(c) for c in self.configs)
+
+    def select(self, statuses: Iterable[str]) -> list[TrialConfig]:
+        wanted = set(statuses)
+        return [c for c in self.configs if self.status(c) in wanted]
+
+    def to_run(self) -> list[TrialConfig]:
+        """What `hpt run` runs: new trials and trials a dead driver left `running`."""
+        return self.select(("new", "running"))
+
+
+def plan_sweep(spec: SweepSpec, run_dir: str) -> SweepPlan:
+    store = RunStore(run_dir)
+    stored = store.statuses() if store.exists() else {}
+    return SweepPlan(spec, run_dir, expand(spec), stored)
+
+
+def trial_label(config: TrialConfig) -> str:
+    parts = [f"w={config.width}", f"d={config.depth}", f"{config.optimizer.name} lr={config.optimizer.lr:.3g}",
+             f"seed={config.seed}"]
+    if config.parametrization.kind != "sp":
+        parts.insert(0, config.parametrization.kind)
+    return " ".join(parts)
+
+
+# -- the driver lock: one live driver per run directory ------------------------------------------
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def acquire_lock(store: RunStore) -> None:
+    path = store.path(LOCK_FILE)
+    held = store.read_json(path)
+    if held and held.get("host") == socket.gethostname() and held.get("pid") != os.getpid() \
+            and _pid_alive(int(held.get("pid", 0))):
+        raise InputError(f"{store.uri}: another hpt driver (pid {held['pid']}, started "
+                         f"{time.ctime(held.get('started', 0))}) is running this run directory; "
+                         "wait for it or stop it first")
+    store.write_json(path, {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()})
+
+
+def release_lock(store: RunStore) -> None:
+    held = store.read_json(store.path(LOCK_FILE))
+    if held and held.get("pid") == os.getpid() and held.get("host") == socket.gethostname():
+        store.delete(store.path(LOCK_FILE))
+
+
+def driver_alive(store: RunStore) -> bool:
+    held = store.read_json(store.path(LOCK_FILE))
+    if not held:
+        return False
+    if held.get("host") != socket.gethostname():
+        return True  # cannot tell from here; assume it is
+    return _pid_alive(int(held.get("pid", 0)))
+
+
+# -- Ray ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class RayOptions:
+    address: str | None = None  # None: embedded local Ray; "auto"/"ray://..."/"HOST:PORT": join a cluster
+    include_dashboard: bool = False
+    dashboard_host: str = "127.0.0.1"
+    num_cpus: int | None = None  # embedded Ray only; default: this machine's CPUs
+
+
+def validate_address(address: str | None) -> None:
+    if address is None or address in ("auto", "local"):
+        return
+    if address.startswith(("http://", "https://")):
+        raise InputError(f"--address={address!r} is a dashboard (job submission) address; "
+                         f"use `hpt submit SPEC --address {address}`, or give the Ray address "
+                         "(auto, ray://HOST:10001 or HOST:6379) to `hpt run`")
+    if address.startswith("ray://") or ":" in address:
+        return
+    raise InputError(f"--address={address!r}: expected auto, ray://HOST:PORT or HOST:PORT")
+
+
+def ensure_ray(options: RayOptions) -> bool:
+    """Use the Ray this process is already connected to, or start/join one. True if we started it."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    common: dict[str, Any] = {
+        "namespace": NAMESPACE,
+        "log_to_driver": False,
+        "logging_level": logging.WARNING,
+        "runtime_env": {"env_vars": _propagated_env()},
+    }
+    if options.address in (None, "local"):
+        ray.init(address="local", num_cpus=options.num_cpus, include_dashboard=options.include_dashboard,
+                 dashboard_host=options.dashboard_host, **common)
+    else:
+        try:
+            ray.init(address=options.address, **common)
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            raise InputError(f"--address={options.address!r}: cannot connect to a Ray cluster: {exc}") from None
+    return True
+
+
+def _propagated_env() -> dict[str, str]:
+    env = {"RAY_CHDIR_TO_TRIAL_DIR": "0"}
+    for name in (faults.ENV_VAR, "HPT_DATA_DIR"):
+        if os.environ.get(name):
+            env[name] = os.environ[name]
+    return env
+
+
+def check_cluster_resources(spec: SweepSpec) -> None:
+    """The cluster must be able to place one trial (a GPU asked where there is none: exit 2)."""
+    import ray
+
+    total = ray.cluster_resources()
+    for key, need in (("CPU", spec.resources.cpu), ("GPU", spec.resources.gpu)):
+        have = float(total.get(key, 0.0))
+        if need > 0 and have < need:
+            raise InputError(f"resources.{key.lower()}: a trial asks for {need:g} {key}(s) but the Ray cluster "
+                             f"has {have:g}; lower resources.{key.lower()} or use a cluster that has them")
+
+
+# -- progress ----------------------------------------------------------------------------------
+
+
+def _make_progress_callback(total: int, labels: dict[str, str], stream: Any, live: bool) -> Any:
+    from ray import tune
+
+    class Progress(tune.Callback):
+        """Trials done / running / failed / diverged and an ETA, instead of Ray's tables."""
+
+        def __init__(self) -> None:
+            self.total = total
+            self.counts: Counter[str] = Counter()
+            self.running: set[str] = set()
+            self.started = time.monotonic()
+            self.bar: Any = None
+            if live:
+                from tqdm import tqdm
+
+                self.bar = tqdm(total=total, unit="trial", file=stream, dynamic_ncols=True, mininterval=0.5)
+                self._refresh()
+
+        def __getstate__(self) -> dict[str, Any]:  # Tune pickles the run config: never the bar
+            return {k: v for k, v in self.__dict__.items() if k != "bar"} | {"bar": None}
+
+        def _tid(self, trial: Any) -> str:
+            return trial_id_of(trial.config)
+
+        def _refresh(self) -> None:
+            if self.bar is not None:
+                self.bar.set_postfix_str(
+                    f"running={len(self.running)} completed={self.counts['completed']} "
+                    f"diverged={self.counts['diverged']} failed={self.counts['failed']}", refresh=True)
+
+        def _done(self, trial: Any, status: str) -> None:
+            tid = self._tid(trial)
+            self.running.discard(tid)
+            self.counts[status] += 1
+            n = sum(self.counts.values())
+            if self.bar is not None:
+                self.bar.update(1)
+                self._refresh()
+            else:
+                elapsed = time.monotonic() - self.started
+                eta = elapsed / n * (self.total - n) if n else 0.0
+                print(f"[{n}/{self.total} {elapsed:.1f}s] {status:9s} {tid} {labels.get(tid, '')}  "
+                      f"(running {len(self.running)}, failed {self.counts['failed']}, "
+                      f"diverged {self.counts['diverged']}, ETA {eta:.0f}s)", file=stream, flush=True)
+
+        def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+            self.running.add(self._tid(trial))
+            self._refresh()
+
+        def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+            self.running.discard(self._tid(trial))
+            if self.bar is None:
+                print(f"retrying {self._tid(trial)} from its last checkpoint", file=stream, flush=True)
+            self._refresh()
+
+        def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+            status = (trial.last_result or {}).get("hpt_status", "completed")
+            self._done(trial, status)
+
+        def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+            self._done(trial, "failed")
+
+        def close(self) -> None:
+            if self.bar is not None:
+                self.bar.close()
+
+    return Progress()
+
+
+def trial_id_of(config: dict[str, Any]) -> str:
+    return config[PARAM]["trial"]["trial_id"]
+
+
+def _trial_dirname(trial: Any) -> str:
+    return trial_id_of(trial.config)
+
+
+# -- running -----------------------------------------------------------------------------------
+
+
+@dataclass
+class RunOutcome:
+    ran: list[str]
+    statuses: dict[str, str]  # trial_id -> final store status, for the trials that ran
+    wall_s: float
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def counts(self) -> Counter[str]:
+        return Counter(self.statuses.values())
+
+
+def run_options(spec: SweepSpec) -> RunOptions:
+    device = "cuda" if spec.resources.gpu > 0 else "cpu"
+    return RunOptions(device=device, threads=spec.threads(), checkpoint_every=spec.execution.checkpoint_every)
+
+
+def _payload(config: TrialConfig, run_dir: str, options: RunOptions) -> dict[str, Any]:
+    return {
+        "trial": {"trial_id": config.trial_id, **config.model_dump(mode="json")},
+        "run_dir": run_dir,
+        "options": options.model_dump(mode="json"),
+        "faults": os.environ.get(faults.ENV_VAR) or None,
+    }
+
+
+def execute(
+    spec: SweepSpec,
+    run_dir: str,
+    trials: list[TrialConfig],
+    *,
+    spec_text: str | None = None,
+    ray_options: RayOptions | None = None,
+    max_concurrent: int | None = None,
+    progress: bool | None = None,
+    stream: Any = None,
+) -> RunOutcome:
+    """Run `trials` (already filtered against the store) on Ray Tune; return their final statuses.
+
+    Validates that the cluster can place a trial before writing anything; then takes the run
+    directory's driver lock, records the spec, and runs one Tuner.
+    """
+    ray_options = ray_options or RayOptions()
+    stream = stream or sys.stderr
+    validate_address(ray_options.address)
+    if not trials:
+        return RunOutcome([], {}, 0.0)
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")  # no per-trial json/csv/tbx files
+    os.environ["RAY_CHDIR_TO_TRIAL_DIR"] = "0"  # keep relative data paths meaning what they meant
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no experiment tables
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "1000")
+
+    started_ray = ensure_ray(ray_options)
+    store = RunStore(run_dir)
+    t0 = time.monotonic()
+    try:
+        check_cluster_resources(spec)
+        acquire_lock(store)
+        try:
+            if spec_text is not None:
+                store.write_spec(spec_text)
+            outcome = _fit(spec, store, trials, max_concurrent, progress, stream)
+        finally:
+            release_lock(store)
+    finally:
+        if started_ray:
+            import ray
+
+            ray.shutdown()
+    outcome.wall_s = time.monotonic() - t0
+    return outcome
+
+
+def _storage_path(store: RunStore) -> str:
+    return store.path(RAY_DIR) if "://" not in store.uri else store.uri.rstrip("/") + "/" + RAY_DIR
+
+
+def _fit(spec: SweepSpec, store: RunStore, trials: list[TrialConfig], max_concurrent: int | None,
+         progress: bool | None, stream: Any) -> RunOutcome:
+    from ray import tune
+
+    for name in ("ray.tune", "ray.train", "ray.air"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    options = run_options(spec)
+    run_dir = store.uri if "://" in store.uri else store.root
+    payloads = [_payload(c, run_dir, options) for c in trials]
+    resources = {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
+    trainable = tune.with_resources(_trainable(), resources)
+    limit = max_concurrent or spec.execution.max_concurrent
+    live = progress if progress is not None else bool(getattr(stream, "isatty", lambda: False)())
+    callback = _make_progress_callback(len(trials), {c.trial_id: trial_label(c) for c in trials}, stream, live)
+    experiment = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+    storage = _storage_path(store)
+    _remove_stale_experiments(store)
+    tuner = tune.Tuner(
+        trainable,
+        param_space={PARAM: tune.grid_search(payloads)},
+        tune_config=tune.TuneConfig(
+            max_concurrent_trials=limit,
+            reuse_actors=True,
+            trial_dirname_creator=_trial_dirname,
+            trial_name_creator=_trial_dirname,
+        ),
+        run_config=tune.RunConfig(
+            name=experiment,
+            storage_path=storage,
+            failure_config=tune.FailureConfig(max_failures=spec.execution.max_failures),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            verbose=0,
+            callbacks=[callback],
+        ),
+    )
+    try:
+        grid = tuner.fit()
+    finally:
+        callback.close()
+    ray_errors: dict[str, str] = {}
+    for result in grid:
+        tid = trial_id_of(result.config) if result.config else None
+        if tid and result.error is not None:
+            ray_errors[tid] = f"{type(result.error).__name__}: {result.error}"
+    statuses = _reconcile(store, trials, ray_errors)
+    if "://" not in store.uri:
+        _remove_dir(os.path.join(storage, experiment))
+    return RunOutcome([c.trial_id for c in trials], statuses, 0.0, ray_errors)
+
+
+def _trainable() -> Any:
+    from orchestrator.trainable import train_trial
+
+    return train_trial
+
+
+def _reconcile(store: RunStore, trials: list[TrialConfig], ray_errors: dict[str, str]) -> dict[str, str]:
+    """Final store statuses; a trial Ray gave up on without the trial recording it becomes `failed`."""
+    out = {}
+    for config in trials:
+        tid = config.trial_id
+        st = store.status(tid)
+        status = st["status"] if st else "pending"
+        if status not in FINISHED and status != "failed":
+            writer = store.writer(tid)
+            if store.config(tid) is None:
+                store.write_json(store.trial_path(tid, "config.json"),
+                                 {"trial_id": tid, **config.model_dump(mode="json")})
+            error = ray_errors.get(tid) or "the trial ended without reporting a final status (worker lost?)"
+            writer.set_status("failed", (st or {}).get("summary"), error=error)
+            status = "failed"
+        out[tid] = status
+    return out
+
+
+def _remove_stale_experiments(store: RunStore) -> None:
+    """Ray Tune folders of earlier (finished or killed) drivers: we hold the lock, nobody uses them."""
+    if "://" in store.uri:
+        return
+    root = store.path(RAY_DIR)
+    if os.path.isdir(root):
+        for name in os.listdir(root):
+            _remove_dir(os.path.join(root, name))
+
+
+def _remove_dir(path: str) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)

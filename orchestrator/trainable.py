@@ -1,0 +1,112 @@
+"""What a Ray Tune trial runs: `train_trial(payload)` plus the sink that joins the store and Tune.
+
+The payload (one `tune.grid_search` value) carries the resolved TrialConfig, the run directory's
+absolute path and the RunOptions; it lives in the installed package so Ray workers can import it.
+
+Checkpoints go to both places: the store (curve so far + checkpoint.pt, what a restarted driver
+resumes from) and a Ray Tune checkpoint (what `FailureConfig` retries resume from). The state
+bytes contain the curve up to the checkpointed step and `run_trial` restores it, and the store's
+curve file is rewritten whole at every checkpoint and at the end, so a resumed trial logs each
+step exactly once.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+from typing import Any
+
+from results.store import RunStore, TrialWriter
+from workloads import faults
+from workloads.config import RunOptions, TrialConfig
+
+STATE_FILE = "state.pt"
+META_FILE = "meta.json"
+
+
+def _scalars(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if isinstance(v, int | float | str | bool)}
+
+
+class RayTuneSink:
+    """A TrialSink: the store's TrialWriter plus `ray.tune.report` and Ray Tune checkpoints."""
+
+    def __init__(self, writer: TrialWriter) -> None:
+        self.writer = writer
+        self.resumed_from_step: int | None = None
+        self.resumed_from: str | None = None
+
+    def begin(self, config: dict[str, Any]) -> None:
+        self.writer.begin(config)
+
+    def load_checkpoint(self) -> bytes | None:
+        from ray import tune
+
+        ckpt = tune.get_checkpoint()
+        if ckpt is not None:
+            with ckpt.as_directory() as d:
+                path = os.path.join(d, STATE_FILE)
+                if os.path.exists(path):
+                    with open(path, "rb") as f:
+                        data = f.read()
+                    with open(os.path.join(d, META_FILE)) as f:
+                        self.resumed_from_step = json.load(f)["step"]
+                    self.resumed_from = "ray"
+                    return data
+        data = self.writer.load_checkpoint()  # a driver restarted after a crash: the store's copy
+        if data is not None:
+            import torch
+
+            self.resumed_from_step = int(torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)["step"])
+            self.resumed_from = "store"
+        return data
+
+    def report(self, step: int, metrics: dict[str, Any]) -> None:
+        from ray import tune
+
+        tune.report({**_scalars(metrics), "step": step})
+
+    def checkpoint(self, step: int, state: bytes, curve: list[dict], layers: list[dict]) -> None:
+        from ray import tune
+
+        self.writer.checkpoint(step, state, curve, layers)
+        with tempfile.TemporaryDirectory(prefix="hpt-ckpt-", ignore_cleanup_errors=True) as d:
+            with open(os.path.join(d, STATE_FILE), "wb") as f:
+                f.write(state)
+            with open(os.path.join(d, META_FILE), "w") as f:
+                json.dump({"step": step, "trial_id": self.writer.trial_id}, f)
+            last = curve[-1] if curve else {}
+            tune.report({**_scalars(last), "step": step, "checkpoint_step": step},
+                        checkpoint=tune.Checkpoint.from_directory(d))
+
+    def finish(self, status: str, summary: dict[str, Any], curve: list[dict], layers: list[dict],
+               params: list[dict], error: str | None = None) -> None:
+        if self.resumed_from_step is not None:
+            summary = {**summary, "resumed_from_step": self.resumed_from_step, "resumed_from": self.resumed_from}
+        self.writer.finish(status, summary, curve, layers, params, error)
+
+
+def train_trial(tune_config: dict[str, Any]) -> None:
+    """Ray Tune function trainable: one trial, reported through RayTuneSink.
+
+    `tune_config["hpt"]` = {"trial": TrialConfig dict + trial_id, "run_dir": absolute run dir,
+    "options": RunOptions dict, "faults": HPT_FAULTS path or None}.
+    """
+    import torch
+    from ray import tune
+
+    from workloads.trial import run_trial
+
+    payload = tune_config["hpt"]
+    options = RunOptions.model_validate(payload["options"])
+    torch.set_num_threads(options.threads or 1)  # a reused worker keeps its first thread count otherwise
+    if payload.get("faults"):
+        os.environ[faults.ENV_VAR] = payload["faults"]
+    else:
+        os.environ.pop(faults.ENV_VAR, None)
+    config = TrialConfig.model_validate({k: v for k, v in payload["trial"].items() if k != "trial_id"})
+    sink = RayTuneSink(RunStore(payload["run_dir"]).writer(config.trial_id))
+    result = run_trial(config, sink, options, raise_on_failure=True)
+    tune.report({"hpt_status": result.status, "step": int(result.summary.get("steps_done", 0))})
