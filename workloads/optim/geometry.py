@@ -138,7 +138,8 @@ def newton_schulz(
     if tall:
         x = x.T
     # clamp(min=eps) as torch.optim.Muon does (equal to + eps for any non-negligible norm)
-    x = x / x.norm().clamp(min=eps)
+    norm = x.norm().clamp(min=eps)
+    x = x.div_(norm) if x.data_ptr() != g.data_ptr() else x / norm  # in place only on our own copy
     x = _polynomial_iteration(x, (tuple(coefficients),), steps)
     return x.T if tall else x
 

@@ -77,8 +77,19 @@ class MOGA(HybridOptimizer):
                 d = m * scale
             elif norm == "row":
                 d = lmo_row_norm(m, p=group["p"], eps=eps)
+            elif norm == "col" and group["q"] == 2.0:
+                # fused: W -= lr * (sqrt(d_out)/d_in) m_j / (||m_j|| + eps), column by column
+                scale = torch.linalg.vector_norm(m, 2, dim=0, keepdim=True).add_(eps)
+                scale = torch.reciprocal(scale).mul_(math.sqrt(m.shape[0]) / m.shape[1])
+                if not in_out and w.ndim == 2:
+                    w.addcmul_(update, scale, value=-lr)
+                    continue
+                d = m * scale
             elif norm == "col":
                 d = lmo_col_norm(m, q=group["q"], eps=eps)
+            elif not in_out and w.ndim == 2:
+                w.add_(torch.sign(update), alpha=-lr / m.shape[1])
+                continue
             else:
                 d = lmo_sign(m)
             w.add_(from_matrix(d, w, in_out), alpha=-lr)

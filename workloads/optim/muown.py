@@ -53,7 +53,7 @@ class Muown(HybridOptimizer):
                         ns_dtype=ns_dtype, qkv_chunks=qkv_chunks)
         super().__init__(params, defaults)
 
-    def _orthogonalize(self, u: Tensor, group: dict[str, Any]) -> Tensor:
+    def _orthogonalize(self, u: Tensor, group: dict[str, Any]) -> tuple[Tensor, float]:
         # Muown direction step: O = NS(U)·0.2·sqrt(max(d_out, d_in)), per square chunk for packed QKV (arXiv 2605.10797)
         k = int(group["qkv_chunks"])
         d_out, d_in = u.shape
@@ -62,11 +62,10 @@ class Muown(HybridOptimizer):
         rows = d_out // k
         s = 0.2 * math.sqrt(max(rows, d_in))
         if k == 1:
-            o = newton_schulz(u, NS_COEFFICIENTS, group["ns_steps"], 1e-7, group["ns_dtype"])
-            return o.to(u.dtype).mul_(s)
-        chunks = [newton_schulz(c, NS_COEFFICIENTS, group["ns_steps"], 1e-7, group["ns_dtype"]).to(u.dtype)
+            return newton_schulz(u, NS_COEFFICIENTS, group["ns_steps"], 1e-7, group["ns_dtype"]), s
+        chunks = [newton_schulz(c, NS_COEFFICIENTS, group["ns_steps"], 1e-7, group["ns_dtype"])
                   for c in u.split(rows, dim=0)]
-        return torch.cat(chunks, dim=0).mul_(s)
+        return torch.cat(chunks, dim=0), s
 
     def _rule_group(self, group: dict[str, Any]) -> None:
         # Muown: u_i = V_i/||V_i||; grad_g = <G_i,u_i>; grad_V = (g_i/||v_i||)(G_i - grad_g u_i) (arXiv 2605.10797)
@@ -90,16 +89,18 @@ class Muown(HybridOptimizer):
             g: Tensor = state["magnitude"]
             v: Tensor = state["direction"]
             buf: Tensor = state["momentum_buffer"]
-            vnorm = torch.linalg.vector_norm(v, dim=1).clamp_min_(1e-30)
-            u_hat = v / vnorm.unsqueeze(1)
-            grad_g = (gm * u_hat).sum(dim=1)
-            grad_v = (gm - grad_g.unsqueeze(1) * u_hat).mul_((g / vnorm).unsqueeze(1))
+            inv_vnorm = torch.linalg.vector_norm(v, dim=1).clamp_min_(1e-30).reciprocal_()
+            grad_g = torch.linalg.vecdot(gm, v).mul_(inv_vnorm)  # <G_i, û_i>
+            # grad_V = (g_i/||v_i||)(G_i - grad_g_i û_i), û_i = v_i/||v_i||
+            grad_v = torch.addcmul(gm, v, (grad_g * inv_vnorm).neg_().unsqueeze(1))
+            grad_v.mul_((g * inv_vnorm).unsqueeze(1))
             if wd != 0.0:
                 g.mul_(1.0 - lr * wd)  # decay of the old W = g ⊙ û: the row norms shrink, directions stay
             # directions: Muon (EMA momentum, Nesterov) on V
             buf.lerp_(grad_v, 1.0 - beta)
-            upd = grad_v.lerp(buf, beta) if group["nesterov"] else buf
-            v.sub_(self._orthogonalize(upd, group), alpha=lr)
+            upd = grad_v.lerp_(buf, beta) if group["nesterov"] else buf
+            o, s = self._orthogonalize(upd, group)
+            v.add_(o, alpha=-lr * s)
             # magnitudes: Adam (bias-corrected) or Signum, same lr
             state["step"] += 1
             t = float(state["step"])
@@ -112,5 +113,8 @@ class Muown(HybridOptimizer):
                 g.addcdiv_(m1, denom, value=-lr / (1.0 - beta1**t))
             else:
                 g.sub_(torch.sign(m1), alpha=lr)
-            new_w = v * (g / torch.linalg.vector_norm(v, dim=1).clamp_min_(1e-30)).unsqueeze(1)
-            w.copy_(from_matrix(new_w, w, in_out))
+            row_scale = (g / torch.linalg.vector_norm(v, dim=1).clamp_min_(1e-30)).unsqueeze(1)
+            if w.ndim == 2 and not in_out and w.is_contiguous():
+                torch.mul(v, row_scale, out=w)
+            else:
+                w.copy_(from_matrix(v * row_scale, w, in_out))

@@ -78,14 +78,16 @@ class OrScale(HybridOptimizer):
             mm = as_matrix(m_hat, in_out)
             d_out, d_in = mm.shape
             s = 0.2 * math.sqrt(max(d_out, d_in)) if group["variant"] == "lm" else 1.0
-            q = polar_express(mm, steps=group["ns_steps"], dtype=group["ns_dtype"])
-            d = from_matrix(q, w, in_out).to(w.dtype)
+            q = from_matrix(polar_express(mm, steps=group["ns_steps"], dtype=group["ns_dtype"]), w, in_out)
+            q = q.to(w.dtype).reshape(-1)
+            flat = w.view(-1) if w.is_contiguous() else w.reshape(-1)
+            # ||D||^2 = wd^2 ||W||^2 + 2 wd s <W, Q> + s^2 ||Q||^2, without materializing D = wd W + s Q
+            w_norm = torch.linalg.vector_norm(flat)
+            q_norm = torch.linalg.vector_norm(q)
+            d_sq = (s * q_norm) ** 2
             if wd != 0.0:
-                d.mul_(s).add_(w, alpha=wd)
-            elif s != 1.0:
-                d.mul_(s)
-            w_norm = torch.linalg.vector_norm(w)
-            d_norm = torch.linalg.vector_norm(d)
+                d_sq = d_sq + (wd * w_norm) ** 2 + 2.0 * wd * s * torch.dot(flat, q)
+            d_norm = d_sq.clamp_min(0.0).sqrt()
             if first:
                 fallback = torch.full_like(w_norm, 0.2 * math.sqrt(max(d_out, d_in)))
                 ok = (w_norm >= eps) & (d_norm >= eps)
@@ -99,4 +101,7 @@ class OrScale(HybridOptimizer):
             state["clipped"] = (clipped_ratio != ratio).to(w_norm.dtype)
             state["n_clipped"] += state["clipped"]
             state["n_steps"] += 1
-            w.addcmul_(d, clipped_ratio, value=-lr)
+            # W <- W - lr r (wd W + s Q) = (1 - lr r wd) W - (lr r s) Q
+            if wd != 0.0:
+                w.mul_(1.0 - lr * wd * clipped_ratio)
+            w.addcmul_(q.view_as(w), clipped_ratio, value=-lr * s)
