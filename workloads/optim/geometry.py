@@ -36,6 +36,7 @@ __all__ = [
     "lmo_col_norm",
     "lmo_bias_rms",
     "lmo",
+    "l2_norm",
     "norm_spectral",
     "norm_sign",
     "norm_row",
@@ -245,10 +246,16 @@ def lmo_sign(g: Tensor, normalized: bool = True) -> Tensor:
     return s.div_(g.shape[-1]) if normalized and g.ndim >= 2 else s
 
 
+def l2_norm(m: Tensor, dim: int) -> Tensor:
+    """Euclidean norms along ``dim`` (keepdim). Sum of squares: on CPU, ``vector_norm`` over a strided
+    dimension (the columns of a row-major matrix) is ~10x slower than this."""
+    return torch.mul(m, m).sum(dim=dim, keepdim=True).sqrt_()
+
+
 def _dual_power_direction(m: Tensor, r: float, dim: int, eps: float) -> Tensor:
     # argmax_{||d||_{r*} <= 1} <m, d> = sign(m)|m|^{r-1}/||m||_r^{r-1}, along `dim` (Hölder equality case)
     if r == 2.0:
-        return m / (torch.linalg.vector_norm(m, 2, dim=dim, keepdim=True) + eps)
+        return m / (l2_norm(m, dim) + eps)
     if r == 1.0:
         return torch.sign(m)
     nrm = torch.linalg.vector_norm(m, r, dim=dim, keepdim=True)

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from ._base import HybridOptimizer, check_non_negative
-from .geometry import as_matrix, from_matrix, lmo_col_norm, lmo_row_norm, lmo_sign
+from .geometry import as_matrix, from_matrix, l2_norm, lmo_col_norm, lmo_row_norm, lmo_sign
 
 MOGA_NORMS = ("row", "col", "sign")
 
@@ -79,7 +79,7 @@ class MOGA(HybridOptimizer):
                 d = lmo_row_norm(m, p=group["p"], eps=eps)
             elif norm == "col" and group["q"] == 2.0:
                 # fused: W -= lr * (sqrt(d_out)/d_in) m_j / (||m_j|| + eps), column by column
-                scale = torch.linalg.vector_norm(m, 2, dim=0, keepdim=True).add_(eps)
+                scale = l2_norm(m, dim=0).add_(eps)
                 scale = torch.reciprocal(scale).mul_(math.sqrt(m.shape[0]) / m.shape[1])
                 if not in_out and w.ndim == 2:
                     w.addcmul_(update, scale, value=-lr)
