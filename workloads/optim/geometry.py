@@ -23,6 +23,7 @@ __all__ = [
     "LMO_NAMES",
     "resolve_dtype",
     "as_matrix",
+    "dense",
     "from_matrix",
     "newton_schulz",
     "polar_express",
@@ -85,6 +86,14 @@ def resolve_dtype(device: torch.device, dtype: torch.dtype | str | None = None) 
         return _DTYPES[str(dtype).lower()]
     except KeyError:
         raise ValueError(f"ns_dtype={dtype!r} is not a dtype; use one of {sorted(_DTYPES)} or None") from None
+
+
+def dense(x: Tensor, dtype: torch.dtype) -> Tensor:
+    """``x`` as a contiguous tensor of ``dtype`` (one copy at most). On CPU an elementwise op with a
+    transposed or mixed-dtype operand is several times slower than this copy plus a dense op."""
+    if x.dtype == dtype and x.is_contiguous():
+        return x
+    return torch.empty(x.shape, dtype=dtype, device=x.device).copy_(x)
 
 
 def as_matrix(t: Tensor, in_out: bool = False) -> Tensor:
@@ -222,8 +231,8 @@ def lmo_spectral(
     """Spectral-norm LMO: orthogonalize(g) · shape_factor(scale), in g's dtype."""
     # spectral LMO  D = sqrt(d_out/d_in) U V^T  for the RMS->RMS operator norm (arXiv 2502.07529)
     d_out, d_in = g.shape
-    o = orthogonalize(g, method=method, steps=steps, dtype=dtype).to(g.dtype)
-    return o.mul_(shape_factor(d_out, d_in, scale))
+    o = orthogonalize(g, method=method, steps=steps, dtype=dtype)
+    return dense(o, g.dtype).mul_(shape_factor(d_out, d_in, scale))
 
 
 def lmo_spectral_conv(

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from ._base import HybridOptimizer, check_non_negative
-from .geometry import NS_COEFFICIENTS, as_matrix, from_matrix, newton_schulz
+from .geometry import NS_COEFFICIENTS, as_matrix, dense, from_matrix, newton_schulz
 
 MAGNITUDE_UPDATES = ("adam", "signum")
 
@@ -100,7 +100,7 @@ class Muown(HybridOptimizer):
             buf.lerp_(grad_v, 1.0 - beta)
             upd = grad_v.lerp_(buf, beta) if group["nesterov"] else buf
             o, s = self._orthogonalize(upd, group)
-            v.add_(o, alpha=-lr * s)
+            v.add_(dense(o, v.dtype), alpha=-lr * s)
             # magnitudes: Adam (bias-corrected) or Signum, same lr
             state["step"] += 1
             t = float(state["step"])

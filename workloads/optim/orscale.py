@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from ._base import HybridOptimizer, check_non_negative
-from .geometry import as_matrix, from_matrix, polar_express
+from .geometry import as_matrix, dense, from_matrix, polar_express
 
 ORSCALE_VARIANTS = ("lm", "general")
 DEFAULT_RATIO_CLIP: dict[str, tuple[float, float]] = {"lm": (0.1, 5.0), "general": (0.5, 1.5)}
@@ -79,7 +79,7 @@ class OrScale(HybridOptimizer):
             d_out, d_in = mm.shape
             s = 0.2 * math.sqrt(max(d_out, d_in)) if group["variant"] == "lm" else 1.0
             q = from_matrix(polar_express(mm, steps=group["ns_steps"], dtype=group["ns_dtype"]), w, in_out)
-            q = q.to(w.dtype).reshape(-1)
+            q = dense(q, w.dtype).view(-1)
             flat = w.view(-1) if w.is_contiguous() else w.reshape(-1)
             # ||D||^2 = wd^2 ||W||^2 + 2 wd s <W, Q> + s^2 ||Q||^2, without materializing D = wd W + s Q
             w_norm = torch.linalg.vector_norm(flat)
