@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: E402
 
 from results.analysis import LR, SEED, Analysis, _short  # noqa: E402
 
@@ -36,14 +36,23 @@ def style(i: int) -> dict[str, Any]:
     return {"color": PALETTE[i % len(PALETTE)], "marker": MARKERS[i % len(MARKERS)]}
 
 
+_SUP = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def _pow2_label(v: float, _pos: Any = None) -> str:
+    # plain-text superscripts, not mathtext: mathtext labels are ~10x slower to draw (SVG: glyph paths)
+    if v <= 0 or not float(math.log2(v)).is_integer():
+        return ""
+    return "2" + str(int(math.log2(v))).translate(_SUP)
+
+
 def _log2_axis(ax: Any, which: str = "x") -> None:
-    fmt = FuncFormatter(lambda v, _: f"$2^{{{math.log2(v):.0f}}}$" if v > 0 and float(math.log2(v)).is_integer()
-                        else "")
+    fmt = FuncFormatter(_pow2_label)
     axis = ax.xaxis if which == "x" else ax.yaxis
     (ax.set_xscale if which == "x" else ax.set_yscale)("log", base=2)
     axis.set_major_locator(LogLocator(base=2, numticks=12))
     axis.set_major_formatter(fmt)
-    axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    axis.set_minor_locator(NullLocator())
 
 
 def _grid(n: int, panel: tuple[float, float] = (4.2, 3.3)) -> tuple[Figure, np.ndarray]:
@@ -53,6 +62,13 @@ def _grid(n: int, panel: tuple[float, float] = (4.2, 3.3)) -> tuple[Figure, np.n
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     return fig, axes
+
+
+def _fixed_layout(fig: Figure, rows: int, panel_h: float = 3.3) -> None:
+    """Fixed margins in inches (tight_layout draws the figure once more: too slow for 12 panels)."""
+    h = fig.get_figheight()
+    fig.subplots_adjust(left=0.08, right=0.97, wspace=0.32, top=1 - 1.0 / h, bottom=0.75 / h,
+                        hspace=1.0 / max(1.0, panel_h - 1.0))
 
 
 def _footer(fig: Figure, an: Analysis) -> None:
@@ -66,7 +82,8 @@ def save(fig: Figure, out_dir: str, name: str, formats: Sequence[str] = ("png", 
     paths = []
     for fmt in formats:
         path = os.path.join(out_dir, f"{name}.{fmt}")
-        fig.savefig(path, dpi=110, bbox_inches="tight")
+        with plt.rc_context({"svg.fonttype": "none"}):  # SVG text stays text (small, fast, searchable)
+            fig.savefig(path, dpi=100)
         paths.append(path)
     plt.close(fig)
     return paths
@@ -98,6 +115,7 @@ def lr_curves(an: Analysis, hue: str = "width") -> Figure:
     panels = _panels(an, hue) if hue in an.cell_axes else [("all", an.optima)]
     fig, axes = _grid(len(panels))
     cur = an.lr_curves
+    legend: tuple[list[Any], list[str]] = ([], [])
     for ax, (title, opt) in zip(axes.flat, panels, strict=False):
         hues = sorted(opt[hue].unique()) if hue in opt else [None]
         finite_vals = cur.loc[cur["cell"].isin(opt["cell"]), "mean"]
@@ -136,12 +154,15 @@ def lr_curves(an: Analysis, hue: str = "width") -> Figure:
         ax.set_xlabel("learning rate (log2)")
         ax.set_ylabel(an.estimator.metric)
         ax.grid(alpha=0.3, lw=0.5)
-        if any(h is not None for h in hues):
-            ax.legend(fontsize=7, title="× = diverged" if (cur["n_diverged"] > 0).any() else None,
-                      title_fontsize=7)
+        handles, labels = ax.get_legend_handles_labels()
+        if len(labels) > len(legend[1]):
+            legend = (handles, labels)
+    if legend[1]:  # one legend for the figure (hue values are shared), placed without a search
+        fig.legend(*legend, loc="upper right", fontsize=7, ncol=min(len(legend[1]), 6), frameon=False,
+                   title="× at the top = diverged" if (cur["n_diverged"] > 0).any() else None, title_fontsize=7)
     fig.suptitle(f"{an.estimator.metric} vs learning rate, by {hue}", fontsize=11)
     _footer(fig, an)
-    fig.tight_layout(rect=(0, 0.02, 1, 1))
+    _fixed_layout(fig, axes.shape[0])
     return fig
 
 
@@ -176,7 +197,7 @@ def lr_star_vs_scale(an: Analysis, axis: str = "width") -> Figure:
     ax.set_ylabel("optimal learning rate lr* (log2)")
     ax.set_title(f"lr* vs {axis} (flat = transfers; circled = optimum on the grid edge)", fontsize=9)
     ax.grid(alpha=0.3, lw=0.5)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="best" if len(opt) < 50 else "lower left")
     _footer(fig, an)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     return fig
@@ -221,7 +242,7 @@ def heatmap(an: Analysis, axis: str = "width") -> Figure:
         fig.colorbar(im, ax=ax, label=an.estimator.metric, shrink=0.9)
     fig.suptitle(f"{axis} × LR: seed-mean {an.estimator.metric} (★ best per row, × diverged)", fontsize=10)
     _footer(fig, an)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    _fixed_layout(fig, axes.shape[0], 3.0)
     return fig
 
 
@@ -250,7 +271,7 @@ def loss_curves(curves: pd.DataFrame, trials: pd.DataFrame, metric: str = "val_l
     ax.set_ylabel(metric)
     ax.set_title(f"{metric} over training (dashed: running, ×: diverged)", fontsize=9)
     ax.grid(alpha=0.3, lw=0.5)
-    ax.legend(fontsize=6, ncol=1 if len(ids) <= 8 else 2)
+    ax.legend(fontsize=6, ncol=1 if len(ids) <= 8 else 2, loc="upper right")
     fig.tight_layout()
     return fig
 
@@ -280,7 +301,7 @@ def coord_check(df: pd.DataFrame, value_label: str = "activation RMS") -> Figure
         ax.set_xlabel("width (log2)")
         ax.set_ylabel(value_label)
         ax.grid(alpha=0.3, lw=0.5)
-    axes.flat[0].legend(fontsize=7)
+    axes.flat[0].legend(fontsize=7, loc="upper left")
     fig.suptitle("coordinate check (flat across width = stable)", fontsize=10)
     fig.tight_layout()
     return fig
@@ -312,7 +333,7 @@ def layer_diagnostics(layers: pd.DataFrame, trial_id: str | None = None, max_lay
         ax.set_xlabel("step")
         ax.grid(alpha=0.3, lw=0.5)
         if ax.lines:
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=7, loc="upper left")
         else:
             ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", color="#888888")
     fig.suptitle(f"per-layer diagnostics, trial {trial_id}", fontsize=10)
