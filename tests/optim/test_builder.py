@@ -63,6 +63,8 @@ def test_unknown_name_and_hparam_are_value_errors_listing_the_allowed():
     with pytest.raises(ValueError, match="role"):
         build_optimizer("adamw", specs, lr=0.1)
     assert "embedding_radius" in allowed_hparams("scion") and "adam_betas" in allowed_hparams("muon")
+    with pytest.raises(ValueError, match="hidden_radius"):  # SCION radii are per role
+        build_optimizer("scion", _specs(), lr=0.1, radius=3.0)
 
 
 @pytest.mark.parametrize("name", HYBRIDS)

@@ -73,8 +73,10 @@ def allowed_hparams(name: str) -> list[str]:
     cls = get_optimizer_class(name)
     extra: tuple[str, ...] = ()
     if issubclass(cls, Scion):
-        extra = _SCION_EXTRA_HPARAMS
-    elif issubclass(cls, HybridOptimizer):
+        # norm / radius / normalized come per role ({role}_norm, ...); the registry name fixes `constrained`
+        hidden = {"norm", "radius", "normalized", "constrained"}
+        return [k for k in constructor_hparams(cls) if k not in hidden] + list(_SCION_EXTRA_HPARAMS)
+    if issubclass(cls, HybridOptimizer):
         extra = _HYBRID_EXTRA_HPARAMS
     return constructor_hparams(cls) + list(extra)
 
