@@ -91,14 +91,16 @@ def save(fig: Figure, out_dir: str, name: str, formats: Sequence[str] = ("png", 
 
 def _panels(an: Analysis, hue: str) -> list[tuple[str, pd.DataFrame]]:
     """Panels for a per-`hue` plot: one per group x value of the other scale axes (at most
-    MAX_PANELS; with more, other scale axes keep only their smallest and largest value)."""
+    MAX_PANELS; with more, other scale axes keep only their smallest and largest value, then only
+    their smallest; beyond MAX_PANELS groups the rest are left out)."""
     opt = an.optima
     others = [a for a in an.scale_axes if a != hue]
     keep = opt
+    n_groups = opt["group"].nunique()
     for a in others:
         vals = sorted(opt[a].unique())
-        if len(vals) > 2 and opt["group"].nunique() * len(vals) > MAX_PANELS:
-            keep = keep[keep[a].isin([vals[0], vals[-1]])]
+        if n_groups * len(vals) > MAX_PANELS:  # smallest and largest value, or only the smallest
+            keep = keep[keep[a].isin([vals[0], vals[-1]] if 2 * n_groups <= MAX_PANELS else [vals[0]])]
     out = []
     keys = ["group", *others]
     for k, sub in keep.groupby(keys, sort=True):
