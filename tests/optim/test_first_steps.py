@@ -264,3 +264,22 @@ def test_lion_two_steps():
     opt.step()
     m = 0.01 * g1
     assert torch.allclose(w.detach(), w1 * (1 - 0.005) - 0.01 * torch.sign(0.9 * m + 0.1 * g2))
+
+
+# ---------------------------------------------------------------------------------- conv weights
+
+
+@pytest.mark.parametrize("cls", [Muon, MOGA, Muown, OrScale, Scion])
+def test_conv_kernel_steps_like_its_flattened_matrix(cls):
+    kernel = _param((6, 3, 3, 3), 40)
+    flat = torch.nn.Parameter(kernel.detach().reshape(6, 27).clone())
+    norm = {"norm": "spectral"} if cls is Scion else {}  # SCION's conv default is SpectralConv (its own factor)
+    opt_k = cls([{"params": [kernel], **norm}], lr=0.01)
+    opt_f = cls([{"params": [flat], **norm}], lr=0.01)
+    for t in range(3):
+        g = _rand((6, 3, 3, 3), 41 + t)
+        kernel.grad, flat.grad = g.clone(), g.reshape(6, 27).clone()
+        opt_k.step()
+        opt_f.step()
+    assert not torch.equal(kernel.detach().reshape(6, 27), _param((6, 3, 3, 3), 40).detach().reshape(6, 27))
+    assert torch.allclose(kernel.detach().reshape(6, 27), flat.detach(), atol=1e-6)
