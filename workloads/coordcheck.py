@@ -355,7 +355,8 @@ def plot(result: CoordCheckResult, path: str, title: str | None = None) -> None:
     import matplotlib.pyplot as plt
 
     n = result.steps
-    fig, axes = plt.subplots(1, n, figsize=(3.2 * n + 2.6, 3.6), sharey=True, squeeze=False)
+    legend_w = 2.0  # inches right of the panels
+    fig, axes = plt.subplots(1, n, figsize=(3.2 * n + legend_w, 3.6), sharey=True, squeeze=False)
     cmap = plt.get_cmap("tab20")
     for t in range(n):
         ax = axes[0, t]
@@ -378,7 +379,7 @@ def plot(result: CoordCheckResult, path: str, title: str | None = None) -> None:
                           f"(lr {meta.get('lr'):g}): {verdict}", fontsize=11)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="center right", fontsize=7, frameon=False)
-    fig.tight_layout(rect=(0, 0, 1 - 2.4 / (3.2 * n + 2.6), 0.94))
+    fig.tight_layout(rect=(0, 0, 1 - legend_w / (3.2 * n + legend_w), 0.94))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
