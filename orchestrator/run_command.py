@@ -22,8 +22,9 @@ PLAN_MARK = {"new": "new", "running": "interrupted", "completed": "done", "diver
              "failed": "failed"}
 
 
-def print_plan(plan: SweepPlan, out: object = sys.stdout) -> None:
+def print_plan(plan: SweepPlan, out: object = None) -> None:
     """The trial table of `--dry-run`: id, the point, its state in the store."""
+    out = out or sys.stdout
     rows = [(c.trial_id, trial_label(c), PLAN_MARK.get(plan.status(c), plan.status(c))) for c in plan.configs]
     width = max((len(r[1]) for r in rows), default=10)
     print(f"{'trial_id':16s}  {'trial':{width}s}  state", file=out)
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     _check_concurrency(args.max_concurrent)
     validate_address(args.address)
     if args.address is None:
-        check_local_resources(spec)
+        check_local_resources(spec, args.spec)
     plan = plan_sweep(spec, spec.run_dir(args.store))
     if args.dry_run:
         print_plan(plan)
@@ -106,7 +107,7 @@ def rerun(args: argparse.Namespace) -> int:
     spec, _ = load_run_spec(args.run_dir)
     validate_address(args.address)
     if args.address is None:
-        check_local_resources(spec)
+        check_local_resources(spec, f"{args.run_dir}/spec.yaml")
     plan = plan_sweep(spec, args.run_dir)
     trials = plan.select(("failed",))
     if not trials:

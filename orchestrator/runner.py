@@ -93,15 +93,67 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def acquire_lock(store: RunStore) -> None:
+def _proc_start(pid: int) -> int | None:
+    """Start time of a process (clock ticks since boot; Linux), to tell a pid from a reused one."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _descendants(root: int) -> list[tuple[int, int]]:
+    """(pid, start time) of every live descendant of `root` (Linux /proc; empty elsewhere)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        start = _proc_start(pid)
+        if start is not None:
+            out.append((pid, start))
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def _reap(processes: list[list[int]]) -> int:
+    """SIGKILL what a dead driver's embedded Ray left behind (Ray's dashboard and runtime-env agents
+    outlive a SIGKILLed driver); only processes whose pid *and* start time still match."""
+    killed = 0
+    for pid, start in processes:
+        if _proc_start(pid) == start:
+            try:
+                os.kill(pid, 9)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+    return killed
+
+
+def acquire_lock(store: RunStore, started_ray: bool = False) -> None:
     path = store.path(LOCK_FILE)
     held = store.read_json(path)
-    if held and held.get("host") == socket.gethostname() and held.get("pid") != os.getpid() \
-            and _pid_alive(int(held.get("pid", 0))):
-        raise InputError(f"{store.uri}: another hpt driver (pid {held['pid']}, started "
-                         f"{time.ctime(held.get('started', 0))}) is running this run directory; "
-                         "wait for it or stop it first")
-    store.write_json(path, {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()})
+    if held and held.get("host") == socket.gethostname() and held.get("pid") != os.getpid():
+        if _pid_alive(int(held.get("pid", 0))):
+            raise InputError(f"{store.uri}: another hpt driver (pid {held['pid']}, started "
+                             f"{time.ctime(held.get('started', 0))}) is running this run directory; "
+                             "wait for it or stop it first")
+        if _reap(held.get("ray_processes", [])):
+            log.warning("stopped Ray processes left by the killed driver (pid %s)", held["pid"])
+    ray_processes = _descendants(os.getpid()) if started_ray else []
+    store.write_json(path, {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time(),
+                            "ray_processes": ray_processes})
 
 
 def release_lock(store: RunStore) -> None:
@@ -185,78 +237,6 @@ def check_cluster_resources(spec: SweepSpec) -> None:
                              f"has {have:g}; lower resources.{key.lower()} or use a cluster that has them")
 
 
-# -- progress ----------------------------------------------------------------------------------
-
-
-def _make_progress_callback(total: int, labels: dict[str, str], stream: Any, live: bool) -> Any:
-    from ray import tune
-
-    class Progress(tune.Callback):
-        """Trials done / running / failed / diverged and an ETA, instead of Ray's tables."""
-
-        def __init__(self) -> None:
-            self.total = total
-            self.counts: Counter[str] = Counter()
-            self.running: set[str] = set()
-            self.started = time.monotonic()
-            self.bar: Any = None
-            if live:
-                from tqdm import tqdm
-
-                self.bar = tqdm(total=total, unit="trial", file=stream, dynamic_ncols=True, mininterval=0.5)
-                self._refresh()
-
-        def __getstate__(self) -> dict[str, Any]:  # Tune pickles the run config: never the bar
-            return {k: v for k, v in self.__dict__.items() if k != "bar"} | {"bar": None}
-
-        def _tid(self, trial: Any) -> str:
-            return trial_id_of(trial.config)
-
-        def _refresh(self) -> None:
-            if self.bar is not None:
-                self.bar.set_postfix_str(
-                    f"running={len(self.running)} completed={self.counts['completed']} "
-                    f"diverged={self.counts['diverged']} failed={self.counts['failed']}", refresh=True)
-
-        def _done(self, trial: Any, status: str) -> None:
-            tid = self._tid(trial)
-            self.running.discard(tid)
-            self.counts[status] += 1
-            n = sum(self.counts.values())
-            if self.bar is not None:
-                self.bar.update(1)
-                self._refresh()
-            else:
-                elapsed = time.monotonic() - self.started
-                eta = elapsed / n * (self.total - n) if n else 0.0
-                print(f"[{n}/{self.total} {elapsed:.1f}s] {status:9s} {tid} {labels.get(tid, '')}  "
-                      f"(running {len(self.running)}, failed {self.counts['failed']}, "
-                      f"diverged {self.counts['diverged']}, ETA {eta:.0f}s)", file=stream, flush=True)
-
-        def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-            self.running.add(self._tid(trial))
-            self._refresh()
-
-        def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-            self.running.discard(self._tid(trial))
-            if self.bar is None:
-                print(f"retrying {self._tid(trial)} from its last checkpoint", file=stream, flush=True)
-            self._refresh()
-
-        def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-            status = (trial.last_result or {}).get("hpt_status", "completed")
-            self._done(trial, status)
-
-        def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-            self._done(trial, "failed")
-
-        def close(self) -> None:
-            if self.bar is not None:
-                self.bar.close()
-
-    return Progress()
-
-
 def trial_id_of(config: dict[str, Any]) -> str:
     return config[PARAM]["trial"]["trial_id"]
 
@@ -324,7 +304,7 @@ def execute(
     t0 = time.monotonic()
     try:
         check_cluster_resources(spec)
-        acquire_lock(store)
+        acquire_lock(store, started_ray)
         try:
             if spec_text is not None:
                 store.write_spec(spec_text)
@@ -357,7 +337,9 @@ def _fit(spec: SweepSpec, store: RunStore, trials: list[TrialConfig], max_concur
     trainable = tune.with_resources(_trainable(), resources)
     limit = max_concurrent or spec.execution.max_concurrent
     live = progress if progress is not None else bool(getattr(stream, "isatty", lambda: False)())
-    callback = _make_progress_callback(len(trials), {c.trial_id: trial_label(c) for c in trials}, stream, live)
+    from orchestrator.progress import ProgressCallback
+
+    callback = ProgressCallback(len(trials), {c.trial_id: trial_label(c) for c in trials}, stream, live)
     experiment = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
     storage = _storage_path(store)
     _remove_stale_experiments(store)

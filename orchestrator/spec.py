@@ -73,11 +73,11 @@ class Log2Range(SpecModel):
 
 
 def _lr_kind(v: Any) -> str:
-    return "log2" if isinstance(v, dict) else "list"
+    return "lr-log2" if isinstance(v, dict) else "lr-list"
 
 
 LRGrid = Annotated[
-    Annotated[list[PositiveLR], Tag("list")] | Annotated[Log2Range, Tag("log2")],
+    Annotated[list[PositiveLR], Tag("lr-list")] | Annotated[Log2Range, Tag("lr-log2")],
     Discriminator(_lr_kind),
 ]
 
@@ -236,7 +236,7 @@ class YamlLocator:
         return best
 
 
-_TAGS = {"list", "log2", "gpt2", "resnet"}
+_TAGS = {"lr-list", "lr-log2", "gpt2", "resnet"}
 
 
 def _clean_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -264,8 +264,12 @@ def _pydantic_problems(err: ValidationError) -> list[Problem]:
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown field; remove it or check its spelling (`hpt schema` lists the allowed keys)"
-        elif e["type"] == "union_tag_invalid" and e["loc"][-1:] == ("workload",):
-            msg = f"workload.kind must be one of {sorted(_workload_kinds())}"
+        elif e["type"] in ("union_tag_invalid", "union_tag_not_found") and e["loc"][-1:] == ("workload",):
+            given = e.get("input")
+            kind = given.get("kind") if isinstance(given, dict) else None
+            out.append(Problem(("workload", "kind"), f"must be one of {sorted(_workload_kinds())}"
+                               + ("" if kind is not None else " (missing)"), kind))
+            continue
         elif e["type"] == "literal_error":
             msg = msg.replace("Input should be", "must be")
         value = e.get("input")
@@ -372,11 +376,12 @@ def semantic_problems(spec: SweepSpec) -> list[Problem]:
     return grid_problems(spec)
 
 
-def check_local_resources(spec: SweepSpec) -> None:
+def check_local_resources(spec: SweepSpec, source: str = "spec") -> None:
     """Without --address trials run on this machine: it must have the CPUs/GPUs one trial asks for."""
     problems = local_resource_problems(spec)
     if problems:
-        raise InputError("\n".join(f"resources.{p.loc[-1]}: {p.message} (got {p.value})" for p in problems))
+        raise InputError("\n".join(f"{source}: resources.{p.loc[-1]}: {p.message} (got {p.value:g})"
+                                   for p in problems))
 
 
 def local_resource_problems(spec: SweepSpec) -> list[Problem]:

@@ -14,7 +14,7 @@ def validate(args: argparse.Namespace) -> int:
 
     spec, _ = load_spec(args.spec)
     if not args.cluster:
-        check_local_resources(spec)
+        check_local_resources(spec, args.spec)
     configs = expand(spec)
     axes = [f"{len(spec.parametrization)} parametrization(s)", f"{len(spec.optimizers)} optimizer(s)",
             f"{len(spec.grid.width)} width(s)", f"{len(spec.grid.depth)} depth(s)", f"{len(spec.grid.seed)} seed(s)"]
