@@ -34,7 +34,7 @@ OptionValue = float | int | str | bool
 
 FAMILIES = ("adam", "muon", "normalized", "sign", "scion")
 UPDATE_KINDS = ("elementwise", "orthogonal", "geometry")
-INIT_KINDS = ("normal", "orthogonal", "sign", "zero")
+INIT_KINDS = ("normal", "orthogonal", "sign", "zero", "module")
 # Parameters inside a residual branch (their branch output is scaled by the residual multiplier):
 # GPT-2 `blocks.<i>.…`, ResNet `stages.<s>.<b>.…` except the block's shortcut projection.
 DEFAULT_BRANCH_PATTERN = r"^(blocks\.\d+|stages\.\d+\.\d+)\.(?!shortcut\.)"
@@ -57,7 +57,7 @@ class ParamRule:
     eps_mult: float = 1.0
     extra: dict[str, Any] = field(default_factory=dict)  # optimizer-specific (e.g. SCION norm/radius)
     # how `init_std` is used: normal N(0, std²); orthogonal: (semi-)orthogonal with singular values
-    # `init_std`; sign: ±init_std; zero: zeros (init_std is 0.0)
+    # `init_std`; sign: ±init_std; zero: zeros (init_std is 0.0); module: the module's own (init_std None)
     init_kind: str = "normal"
 
 
@@ -252,6 +252,8 @@ class Recipe(ABC):
 
     def _finish(self, init_std: float | None, lr_mult: float, eps_mult: float = 1.0,
                 extra: dict[str, Any] | None = None, init_kind: str = "normal") -> ParamRule:
+        if init_std is None:
+            init_kind = "module"
         return ParamRule(init_std, lr_mult, self._wd(lr_mult), eps_mult, dict(extra or {}), init_kind)
 
 
