@@ -492,11 +492,13 @@ class ScionRecipe(Recipe):
     summary = "SCION: embedding Sign (rho_e), hidden Spectral (rho_h), head Sign/d_in (rho_u); norm-consistent init"
     OPTIONS: ClassVar[dict[str, OptionValue]] = {
         "attn_scale_power": 0.5,
-        "radius_embedding": SCION_RADII["embedding"],
-        "radius_hidden": SCION_RADII["hidden"],
-        "radius_output": SCION_RADII["output"],
-        "radius_vector": SCION_RADII["vector"],
-        "embedding_normalized": False,  # embedding step -rho_e*sign (False) or -(rho_e/d_in)*sign (True)
+        # radii: "auto" takes the optimizer's `{role}_radius` hparam, else SCION_RADII (1 / 3 / 10 / 1)
+        "radius_embedding": "auto",
+        "radius_hidden": "auto",
+        "radius_output": "auto",
+        "radius_vector": "auto",
+        # embedding step -rho_e*sign (False) or -(rho_e/d_in)*sign (True); "auto": the optimizer's hparam
+        "embedding_normalized": "auto",
         "init": "norm",  # norm: unit point of each layer's norm ball (times init_radius_scale); normal: SP
         "init_radius_scale": 0.0,  # init scale = rho**x: 0 unit ball point, 1 on the radius
         "depth_scaling": False,  # residual m_L^-alpha and hidden LR m_L^(alpha-1) (alpha from the config)
@@ -518,7 +520,7 @@ class ScionRecipe(Recipe):
                 f"Use 'mup' or 'moga' for other optimizers"
             )
         role = ctx.role
-        radius = float(self.options[f"radius_{role.value}"])
+        radius = self.number(f"radius_{role.value}", ctx.opt.scion_radius(role))
         g = float(self.options["init_radius_scale"])
         norm_init = self.options["init"] == "norm"
         lr = 1.0
@@ -526,7 +528,8 @@ class ScionRecipe(Recipe):
             extra = {"norm": "bias_rms", "radius": radius}
             return self._finish(None, lr, extra=extra)
         if role is Role.EMBEDDING:
-            normalized = bool(self.options["embedding_normalized"])
+            option = self.options["embedding_normalized"]
+            normalized = bool(ctx.opt.hparams.get("embedding_normalized", False) if option == "auto" else option)
             extra = {"norm": "sign", "radius": radius, "normalized": normalized}
             # Sign ball point: +-1 (or +-1/d_in) (arXiv 2502.07529)
             mag = (1.0 / ctx.fan_in if normalized else 1.0) * radius**g

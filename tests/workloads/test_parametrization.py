@@ -194,6 +194,11 @@ def test_scion_recipe_radii_and_init():
     head = r.rule(Role.OUTPUT, W, 65, "scion", optimizer=info)
     assert head.extra == {"norm": "sign", "radius": 10.0, "normalized": True}
     assert r.rule(Role.HIDDEN, W, W, "scion").lr_mult == 1.0  # radii and LR constant in width
+    # radii default to the optimizer's per-role hparams, so a spec's `hidden_radius` is not overridden
+    from_hparams = recipe("scion").rule(Role.HIDDEN, W, W, "scion",
+                                        optimizer=OptimizerInfo("scion", "scion", {"hidden_radius": 50.0}))
+    assert from_hparams.extra["radius"] == 50.0
+    assert recipe("scion").rule(Role.OUTPUT, W, 65, "scion").extra["radius"] == 10.0
     with pytest.raises(ValueError, match="needs a SCION optimizer"):
         r.rule(Role.HIDDEN, W, W, "adam")
 
