@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from workloads.build import build_trial_objects
 from workloads.config import (
     GPT2Workload,
     OptimizerConfig,
@@ -35,7 +36,6 @@ from workloads.config import (
     ResNetWorkload,
     TrialConfig,
 )
-from workloads.explain import build_trial_objects
 from workloads.roles import Role, named_roles
 
 Axis = Literal["width", "depth"]

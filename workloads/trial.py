@@ -20,13 +20,11 @@ import numpy as np
 import torch
 
 from workloads import faults
+from workloads.build import build_trial_objects, parameter_table
 from workloads.config import RunOptions, TrialConfig
-from workloads.optim import REGISTRY, ParamSpec, build_optimizer, resolved_table
 from workloads.optim.diagnostics import layer_diagnostics, snapshot
-from workloads.parametrization import apply_init, make_recipe, resolve
 from workloads.schedule import lr_factor
 from workloads.sink import TrialSink
-from workloads.tasks import make_task
 
 
 class TrialFailure(RuntimeError):
@@ -53,17 +51,6 @@ def seed_everything(seed: int) -> torch.Generator:
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     return torch.Generator().manual_seed(seed)
-
-
-def optimizer_family(name: str) -> str:
-    if name not in REGISTRY:
-        raise ValueError(f"optimizer.name={name!r} is not registered; choose one of {sorted(REGISTRY)}")
-    return getattr(REGISTRY[name], "family", "adam")
-
-
-def _merge_tables(resolved_rows: list[dict], optim_rows: list[dict]) -> list[dict]:
-    by_name = {r["name"]: r for r in optim_rows}
-    return [{**row, **by_name.get(row["name"], {})} for row in resolved_rows]
 
 
 class _Diverged(Exception):
@@ -94,36 +81,11 @@ def run_trial(
     start_step, elapsed_before, initial_loss = 0, 0.0, None
     item_unit: str | None = None
     try:
-        generator = seed_everything(config.seed)
-        task = make_task(config, device)
+        objs = build_trial_objects(config, device, seed_everything(config.seed))
+        task, model, optimizer = objs.task, objs.model, objs.optimizer
         item_unit = task.item_unit
-        recipe = make_recipe(config.parametrization, config.width, config.depth)
-        model = task.build_model(recipe.forward_multipliers())
-        resolved = resolve(model, recipe, optimizer_family(config.optimizer.name),
-                           optimizer=config.optimizer.name, hparams=config.optimizer.hparams)
-        apply_init(resolved, generator)
-        specs = [
-            ParamSpec(
-                name=rp.name,
-                param=rp.param,
-                role=rp.role.value,
-                lr_mult=rp.rule.lr_mult,
-                wd_mult=rp.rule.wd_mult,
-                eps_mult=rp.rule.eps_mult,
-                extra=dict(rp.rule.extra),
-                in_out=getattr(rp.param, "_hpt_in_out", False),
-            )
-            for rp in resolved
-        ]
-        optimizer = build_optimizer(
-            config.optimizer.name,
-            specs,
-            lr=config.optimizer.lr,
-            weight_decay=config.optimizer.weight_decay,
-            **config.optimizer.hparams,
-        )
         peak_lrs = [group["lr"] for group in optimizer.param_groups]
-        params_table = _merge_tables([rp.row() for rp in resolved], resolved_table(optimizer))
+        params_table = parameter_table(objs)
 
         resumed = sink.load_checkpoint()
         if resumed is not None:

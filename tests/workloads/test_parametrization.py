@@ -8,8 +8,9 @@ import math
 import pytest
 import torch
 
+from workloads.build import build_trial_objects, parameter_table
 from workloads.config import ParametrizationConfig, TrialConfig
-from workloads.explain import build_trial_objects, explain, parameter_table
+from workloads.explain import explain
 from workloads.models.gpt2 import GPT2, GPT2Config
 from workloads.parametrization import (
     RECIPES,
