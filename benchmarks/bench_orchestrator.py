@@ -1,0 +1,180 @@
+"""How much of the machine does `hpt run` keep busy, and does its driver grow with the sweep?
+
+    .venv/bin/python benchmarks/bench_orchestrator.py [--trials 16] [--steps 400] [--concurrency 2]
+                                                       [--memory-trials 20 200] [--skip-memory]
+
+1. Utilization: 16 trials of a fixed ~5 s workload (GPT-2 char model, width 64, depth 2, seq 64,
+   batch 16, 400 AdamW steps, one thread each) through `hpt run` on 2 CPUs (embedded Ray,
+   `max_concurrent: 2`). Ideal wall time = sum of the trials' own times / concurrency; the
+   utilization is ideal / measured, once for the whole command (Python start, `ray.init`,
+   shutdown included) and once for the sweep itself (the Tuner, as `hpt run` reports it). The
+   per-trial overhead is (sweep wall x concurrency - sum of trial times) / trials: Ray Tune's
+   scheduling, model/data setup, store writes. A trial's own time is its `wall_time_s` (the
+   training loop, evaluations included).
+2. Driver memory: `hpt run` of 20 and of 200 tiny trials (width 32, 5 steps), each in a fresh
+   process; the driver's peak and final RSS (from /proc, the driver process alone, not Ray's).
+   Growth per trial = (peak at 200 - peak at 20) / 180.
+
+Each `hpt run` is a subprocess with its own embedded Ray, as a user would run it. Runs go to a
+temporary store that is removed afterwards (--keep to keep it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from results.store import load_trials  # noqa: E402
+
+
+def write_spec(path: Path, name: str, store: Path, *, width: int, depth: int, seq_len: int, batch: int, steps: int,
+               lrs: list[float], seeds: list[int], concurrency: int, eval_every: int, eval_batches: int) -> Path:
+    spec = {
+        "name": name,
+        "workload": {"kind": "gpt2", "seq_len": seq_len, "head_dim": min(32, width), "batch_size": batch,
+                     "steps": steps, "eval_every": eval_every, "eval_batches": eval_batches, "log_every": 10},
+        "parametrization": {"kind": "sp"},
+        "grid": {"width": [width], "depth": [depth], "seed": seeds},
+        "optimizers": [{"name": "adamw", "lr": lrs}],
+        "resources": {"cpu": 1, "gpu": 0},
+        "execution": {"max_concurrent": concurrency, "max_failures": 0, "checkpoint_every": 0},
+        "store": str(store),
+    }
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def _proc_kib(pid: int) -> dict[str, int]:
+    out = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(("VmRSS:", "VmHWM:")):
+                    key, value = line.split(":", 1)
+                    out[key] = int(value.split()[0])
+    except OSError:
+        pass
+    return out
+
+
+def hpt_run(spec: Path) -> dict[str, float]:
+    """Run `hpt run SPEC` in a fresh process; wall time, its own report, and driver RSS (polled)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k != "HPT_FAULTS"}
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(spec), "--no-progress"],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    peak, last = 0, 0
+    while proc.poll() is None:
+        mem = _proc_kib(proc.pid)
+        peak = max(peak, mem.get("VmHWM", 0))
+        last = mem.get("VmRSS", last)
+        time.sleep(0.1)
+    wall = time.perf_counter() - t0
+    out = proc.stdout.read() if proc.stdout else ""
+    if proc.returncode != 0:
+        raise SystemExit(f"hpt run {spec} exited {proc.returncode}:\n{out}")
+    match = re.search(r"ran (\d+) trials in ([\d.]+) s", out)
+    if not match:
+        raise SystemExit(f"unexpected output of hpt run:\n{out}")
+    return {"wall_s": wall, "trials": int(match.group(1)), "sweep_s": float(match.group(2)),
+            "peak_rss_mib": peak / 1024, "last_rss_mib": last / 1024}
+
+
+def bench_utilization(root: Path, trials: int, steps: int, concurrency: int) -> dict[str, float]:
+    seeds = [0, 1] if trials % 2 == 0 else [0]
+    n_lrs = trials // len(seeds)
+    lrs = [round(2.0 ** (-12 + 0.25 * k), 8) for k in range(n_lrs)]  # 2^-12 .. well below divergence
+    spec = write_spec(root / "util.yaml", "bench_util", root / "runs", width=64, depth=2, seq_len=64, batch=16,
+                      steps=steps, lrs=lrs, seeds=seeds, concurrency=concurrency, eval_every=100, eval_batches=2)
+    run = hpt_run(spec)
+    table = load_trials(str(root / "runs" / "bench_util"))
+    assert len(table) == trials and set(table["status"]) == {"completed"}, table["status"].value_counts()
+    busy = float(table["wall_time_s"].sum())
+    ideal = busy / concurrency
+    return {
+        **run,
+        "trial_mean_s": busy / trials,
+        "trial_sum_s": busy,
+        "ideal_s": ideal,
+        "util_end_to_end": ideal / run["wall_s"],
+        "util_sweep": ideal / run["sweep_s"],
+        "overhead_per_trial_s": (run["sweep_s"] * concurrency - busy) / trials,
+        "startup_s": run["wall_s"] - run["sweep_s"],
+    }
+
+
+def bench_memory(root: Path, counts: list[int], concurrency: int) -> list[dict[str, float]]:
+    rows = []
+    for n in counts:
+        seeds = list(range(max(1, n // 10)))
+        lrs = [round(2.0 ** (-12 + 0.5 * k), 8) for k in range(n // len(seeds))]
+        spec = write_spec(root / f"mem{n}.yaml", f"bench_mem{n}", root / "runs", width=32, depth=1, seq_len=16,
+                          batch=4, steps=5, lrs=lrs, seeds=seeds, concurrency=concurrency, eval_every=5,
+                          eval_batches=1)
+        run = hpt_run(spec)
+        assert run["trials"] == n, run
+        rows.append({"trials": n, **run})
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--trials", type=int, default=16)
+    p.add_argument("--steps", type=int, default=400, help="steps per utilization trial (~5 s at 400 here)")
+    p.add_argument("--concurrency", type=int, default=2)
+    p.add_argument("--memory-trials", type=int, nargs="+", default=[20, 200],
+                   help="sweep sizes for the driver-memory runs (two or more)")
+    p.add_argument("--skip-memory", action="store_true")
+    p.add_argument("--skip-utilization", action="store_true")
+    p.add_argument("--keep", action="store_true", help="keep the temporary store")
+    args = p.parse_args()
+
+    root = Path(tempfile.mkdtemp(prefix="hpt-bench-"))
+    print(f"machine: {os.cpu_count()} CPUs; store {root}")
+    try:
+        if not args.skip_utilization:
+            u = bench_utilization(root, args.trials, args.steps, args.concurrency)
+            print(f"\n## utilization: {args.trials} trials x ~{u['trial_mean_s']:.1f} s, concurrency "
+                  f"{args.concurrency}")
+            print("| measure | value |\n|---|---|")
+            print(f"| sum of trial times | {u['trial_sum_s']:.1f} s (mean {u['trial_mean_s']:.2f} s) |")
+            print(f"| ideal wall (sum / concurrency) | {u['ideal_s']:.1f} s |")
+            print(f"| `hpt run` wall, whole command | {u['wall_s']:.1f} s |")
+            print(f"| sweep wall (Tuner, as `hpt run` reports) | {u['sweep_s']:.1f} s |")
+            print(f"| startup + shutdown (Python, ray.init, ray.shutdown) | {u['startup_s']:.1f} s |")
+            print(f"| utilization, sweep | {100 * u['util_sweep']:.1f} % (target >= 85 %) |")
+            print(f"| utilization, whole command | {100 * u['util_end_to_end']:.1f} % |")
+            print(f"| overhead per trial | {u['overhead_per_trial_s']:.2f} s |")
+        if not args.skip_memory:
+            rows = bench_memory(root, args.memory_trials, args.concurrency)
+            print("\n## driver memory (the `hpt run` process alone)")
+            print("| trials | wall | sweep | peak RSS | final RSS |\n|---|---|---|---|---|")
+            for r in rows:
+                print(f"| {r['trials']} | {r['wall_s']:.1f} s | {r['sweep_s']:.1f} s | {r['peak_rss_mib']:.0f} MiB | "
+                      f"{r['last_rss_mib']:.0f} MiB |")
+            for a, b in zip(rows, rows[1:], strict=False):
+                per = (b["peak_rss_mib"] - a["peak_rss_mib"]) * 1024 / (b["trials"] - a["trials"])
+                print(f"\ngrowth {a['trials']} -> {b['trials']} trials: {b['peak_rss_mib'] - a['peak_rss_mib']:+.1f} MiB "
+                      f"peak RSS = {per:+.1f} KiB per trial; sweep time per trial "
+                      f"{a['sweep_s'] / a['trials']:.2f} s vs {b['sweep_s'] / b['trials']:.2f} s")
+    finally:
+        if args.keep:
+            print(f"kept {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
