@@ -166,7 +166,8 @@ def main() -> None:
                       f"{r['last_rss_mib']:.0f} MiB |")
             for a, b in zip(rows, rows[1:], strict=False):
                 per = (b["peak_rss_mib"] - a["peak_rss_mib"]) * 1024 / (b["trials"] - a["trials"])
-                print(f"\ngrowth {a['trials']} -> {b['trials']} trials: {b['peak_rss_mib'] - a['peak_rss_mib']:+.1f} MiB "
+                grew = b["peak_rss_mib"] - a["peak_rss_mib"]
+                print(f"\ngrowth {a['trials']} -> {b['trials']} trials: {grew:+.1f} MiB "
                       f"peak RSS = {per:+.1f} KiB per trial; sweep time per trial "
                       f"{a['sweep_s'] / a['trials']:.2f} s vs {b['sweep_s'] / b['trials']:.2f} s")
     finally:

@@ -238,7 +238,7 @@ def check_cluster_resources(spec: SweepSpec) -> None:
 
 
 def trial_id_of(config: dict[str, Any]) -> str:
-    return config[PARAM]["trial"]["trial_id"]
+    return config[PARAM]["trial_id"]
 
 
 def _trial_dirname(trial: Any) -> str:
@@ -265,10 +265,13 @@ def run_options(spec: SweepSpec) -> RunOptions:
 
 
 def _payload(config: TrialConfig, run_dir: str, options: RunOptions) -> dict[str, Any]:
+    # flat, with the config as one JSON string: Tune copies and flattens trial configs, and a
+    # nested dict per trial costs the driver memory for as long as the experiment runs
     return {
-        "trial": {"trial_id": config.trial_id, **config.model_dump(mode="json")},
+        "trial_id": config.trial_id,
+        "config": config.canonical_json(),
         "run_dir": run_dir,
-        "options": options.model_dump(mode="json"),
+        "options": options.model_dump_json(),
         "faults": os.environ.get(faults.ENV_VAR) or None,
     }
 

@@ -26,8 +26,13 @@ STATE_FILE = "state.pt"
 META_FILE = "meta.json"
 
 
+# What goes to Ray Tune (for progress); the full rows go to the store. Tune keeps running
+# statistics per reported key for every trial, so fewer keys = a lighter driver.
+REPORTED = ("train_loss", "val_loss", "val_accuracy")
+
+
 def _scalars(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in row.items() if isinstance(v, int | float | str | bool)}
+    return {k: row[k] for k in REPORTED if isinstance(row.get(k), int | float)}
 
 
 class RayTuneSink:
@@ -78,7 +83,7 @@ class RayTuneSink:
             with open(os.path.join(d, META_FILE), "w") as f:
                 json.dump({"step": step, "trial_id": self.writer.trial_id}, f)
             last = curve[-1] if curve else {}
-            tune.report({**_scalars(last), "step": step, "checkpoint_step": step},
+            tune.report({**_scalars(last), "step": step},
                         checkpoint=tune.Checkpoint.from_directory(d))
 
     def finish(self, status: str, summary: dict[str, Any], curve: list[dict], layers: list[dict],
@@ -91,8 +96,8 @@ class RayTuneSink:
 def train_trial(tune_config: dict[str, Any]) -> None:
     """Ray Tune function trainable: one trial, reported through RayTuneSink.
 
-    `tune_config["hpt"]` = {"trial": TrialConfig dict + trial_id, "run_dir": absolute run dir,
-    "options": RunOptions dict, "faults": HPT_FAULTS path or None}.
+    `tune_config["hpt"]` = {"trial_id", "config": TrialConfig canonical JSON, "run_dir": absolute
+    run dir, "options": RunOptions JSON, "faults": HPT_FAULTS path or None}.
     """
     import torch
     from ray import tune
@@ -100,13 +105,15 @@ def train_trial(tune_config: dict[str, Any]) -> None:
     from workloads.trial import run_trial
 
     payload = tune_config["hpt"]
-    options = RunOptions.model_validate(payload["options"])
+    options = RunOptions.model_validate_json(payload["options"])
     torch.set_num_threads(options.threads or 1)  # a reused worker keeps its first thread count otherwise
     if payload.get("faults"):
         os.environ[faults.ENV_VAR] = payload["faults"]
     else:
         os.environ.pop(faults.ENV_VAR, None)
-    config = TrialConfig.model_validate({k: v for k, v in payload["trial"].items() if k != "trial_id"})
+    config = TrialConfig.model_validate_json(payload["config"])
+    if config.trial_id != payload["trial_id"]:
+        raise RuntimeError(f"trial {payload['trial_id']}: its config hashes to {config.trial_id}")
     sink = RayTuneSink(RunStore(payload["run_dir"]).writer(config.trial_id))
     result = run_trial(config, sink, options, raise_on_failure=True)
     tune.report({"hpt_status": result.status, "step": int(result.summary.get("steps_done", 0))})
