@@ -13,7 +13,10 @@
    training loop, evaluations included).
 2. Driver memory: `hpt run` of 20 and of 200 tiny trials (width 32, 5 steps), each in a fresh
    process; the driver's peak and final RSS (from /proc, the driver process alone, not Ray's).
-   Growth per trial = (peak at 200 - peak at 20) / 180.
+   Growth per trial = (peak at 200 - peak at 20) / 180. Then one long-lived driver (this
+   process) runs sweeps of 20, 200 and 200 trials in turn: a per-trial leak would grow RSS on
+   every sweep; state held while one sweep runs (Ray Tune's Trial objects) only on the first
+   big one.
 
 Each `hpt run` is a subprocess with its own embedded Ray, as a user would run it. Runs go to a
 temporary store that is removed afterwards (--keep to keep it).
@@ -129,6 +132,41 @@ def bench_memory(root: Path, counts: list[int], concurrency: int) -> list[dict[s
     return rows
 
 
+def _rss_mib() -> float:
+    return _proc_kib(os.getpid()).get("VmRSS", 0) / 1024
+
+
+def bench_memory_one_driver(root: Path, counts: list[int], concurrency: int) -> list[dict[str, float]]:
+    """One long-lived driver (this process, one embedded Ray) runs sweeps of `counts` trials in turn:
+    RSS after each. A leak per trial shows as growth on every sweep, not just on the first big one."""
+    import ray
+
+    from orchestrator.runner import execute, plan_sweep
+    from orchestrator.spec import load_spec
+
+    ray.init(address="local", num_cpus=concurrency, include_dashboard=False, log_to_driver=False,
+             logging_level="WARNING")
+    rows = []
+    try:
+        for i, n in enumerate(counts):
+            seeds = list(range(max(1, n // 10)))
+            lrs = [round(2.0 ** (-12 + 0.5 * k), 8) for k in range(n // len(seeds))]
+            path = write_spec(root / f"one{i}.yaml", f"bench_one{i}", root / "runs", width=32, depth=1, seq_len=16,
+                              batch=4, steps=5, lrs=lrs, seeds=seeds, concurrency=concurrency, eval_every=5,
+                              eval_batches=1)
+            spec, _ = load_spec(str(path))
+            plan = plan_sweep(spec, spec.run_dir())
+            before = _rss_mib()
+            with open(os.devnull, "w") as quiet:
+                out = execute(spec, plan.run_dir, plan.to_run(), progress=False, stream=quiet)
+            after = _rss_mib()
+            rows.append({"trials": len(out.ran), "before_mib": before, "after_mib": after,
+                         "kib_per_trial": (after - before) * 1024 / max(1, len(out.ran))})
+    finally:
+        ray.shutdown()
+    return rows
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--trials", type=int, default=16)
@@ -170,6 +208,13 @@ def main() -> None:
                 print(f"\ngrowth {a['trials']} -> {b['trials']} trials: {grew:+.1f} MiB "
                       f"peak RSS = {per:+.1f} KiB per trial; sweep time per trial "
                       f"{a['sweep_s'] / a['trials']:.2f} s vs {b['sweep_s'] / b['trials']:.2f} s")
+        if not args.skip_memory:
+            rows = bench_memory_one_driver(root, [20, 200, 200], args.concurrency)
+            print("\n## one long-lived driver, sweeps in turn (RSS of this process)")
+            print("| sweep | trials | RSS before | RSS after | growth per trial |\n|---|---|---|---|---|")
+            for i, r in enumerate(rows):
+                print(f"| {i + 1} | {r['trials']} | {r['before_mib']:.0f} MiB | {r['after_mib']:.0f} MiB | "
+                      f"{r['kib_per_trial']:+.1f} KiB |")
     finally:
         if args.keep:
             print(f"kept {root}")
