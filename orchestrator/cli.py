@@ -17,6 +17,8 @@ COMMANDS: list[tuple[str, str]] = [
     ("orchestrator.run_command", "add_parser"),  # run, rerun
     ("orchestrator.status_command", "add_parser"),
     ("orchestrator.submit_command", "add_parser"),
+    ("results.cli", "add_analyze_parser"),
+    ("results.cli", "add_report_parser"),
 ]
 
 
