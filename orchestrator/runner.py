@@ -73,10 +73,8 @@ def plan_sweep(spec: SweepSpec, run_dir: str) -> SweepPlan:
 
 
 def trial_label(config: TrialConfig) -> str:
-    parts = [f"w={config.width}", f"d={config.depth}", f"{config.optimizer.name} lr={config.optimizer.lr:.3g}",
-             f"seed={config.seed}"]
-    if config.parametrization.kind != "sp":
-        parts.insert(0, config.parametrization.kind)
+    parts = [config.parametrization.kind, f"w={config.width}", f"d={config.depth}",
+             f"{config.optimizer.name} lr={config.optimizer.lr:.3g}", f"seed={config.seed}"]
     return " ".join(parts)
 
 
