@@ -56,6 +56,17 @@ class Lion(Optimizer):
 
 
 class AdamW(torch.optim.AdamW):
-    """torch.optim.AdamW, unchanged, with the registry's ``family`` attribute."""
+    """torch.optim.AdamW with the registry's ``family`` attribute; the fused kernel by default.
+
+    The fused step is ~5x faster than the default foreach one on CPU (one kernel per parameter
+    group instead of several), which matters because a trial keeps one group per parameter.
+    Pass ``fused=False`` (or ``foreach=True``) for torch's default implementation.
+    """
 
     family: ClassVar[str] = "adam"
+
+    def __init__(self, params: Any, *args: Any, fused: bool | None = None, foreach: bool | None = None,
+                 **kwargs: Any) -> None:
+        if fused is None and not foreach:
+            fused = True
+        super().__init__(params, *args, fused=fused, foreach=foreach, **kwargs)
