@@ -8,6 +8,7 @@ lines stay apart in grey scale) and log2 axes for learning rates and scales. Eac
 from __future__ import annotations
 
 import math
+import multiprocessing
 import os
 import sys
 from collections.abc import Sequence
@@ -361,17 +362,42 @@ def chosen_trials(an: Analysis, per_group: int = 6) -> list[str]:
     return [tid for ids in by_group.values() for tid in ids[:per_group]]
 
 
+_SCALE_FIGURES = {"lr_curves_by": "lr_curves", "lr_star_vs": "lr_star_vs_scale", "heatmap": "heatmap"}
+_FORKED: dict[str, Any] = {}  # what forked figure workers read (inherited, never pickled)
+
+
+def _draw_scale_figure(job: tuple[str, str]) -> tuple[str, list[str]]:
+    prefix, axis = job
+    an, out_dir, formats = _FORKED["an"], _FORKED["out_dir"], _FORKED["formats"]
+    name = f"{prefix}_{axis}" if axis != "none" else "lr_curves"
+    return name, save(globals()[_SCALE_FIGURES[prefix]](an, axis), out_dir, name, formats)
+
+
+def _plot_workers(n_jobs: int) -> int:
+    # Rendering is CPU-bound and single-threaded: spread the figures over the cores (fork keeps
+    # the Analysis in the children without pickling it). HPT_PLOT_WORKERS=1 forces serial.
+    wanted = int(os.environ.get("HPT_PLOT_WORKERS", "0")) or min(4, os.cpu_count() or 1)
+    can_fork = "fork" in multiprocessing.get_all_start_methods()
+    return max(1, min(wanted, n_jobs)) if can_fork and "ipykernel" not in sys.modules else 1
+
+
 def write_all(an: Analysis, out_dir: str, formats: Sequence[str] = ("png", "svg")) -> dict[str, list[str]]:
     """The standard figure set of `hpt analyze` (names are stable: see docs/analysis.md)."""
     from results.store import load_curves, load_layers
 
-    figs: dict[str, list[str]] = {}
-    for axis in an.scale_axes:
-        figs[f"lr_curves_by_{axis}"] = save(lr_curves(an, axis), out_dir, f"lr_curves_by_{axis}", formats)
-        figs[f"lr_star_vs_{axis}"] = save(lr_star_vs_scale(an, axis), out_dir, f"lr_star_vs_{axis}", formats)
-        figs[f"heatmap_{axis}"] = save(heatmap(an, axis), out_dir, f"heatmap_{axis}", formats)
+    jobs = [(prefix, axis) for axis in an.scale_axes for prefix in _SCALE_FIGURES]
     if not an.scale_axes:
-        figs["lr_curves"] = save(lr_curves(an, "none"), out_dir, "lr_curves", formats)
+        jobs = [("lr_curves_by", "none")]
+    _FORKED.update(an=an, out_dir=out_dir, formats=tuple(formats))
+    try:
+        workers = _plot_workers(len(jobs))
+        if workers > 1:
+            with multiprocessing.get_context("fork").Pool(workers) as pool:
+                figs = dict(pool.map(_draw_scale_figure, jobs))
+        else:
+            figs = dict(map(_draw_scale_figure, jobs))
+    finally:
+        _FORKED.clear()
     ids = chosen_trials(an)
     if ids and an.run_dir:
         metric = an.estimator.metric
