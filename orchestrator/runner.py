@@ -327,23 +327,65 @@ def _storage_path(store: RunStore) -> str:
 
 def _fit(spec: SweepSpec, store: RunStore, trials: list[TrialConfig], max_concurrent: int | None,
          progress: bool | None, stream: Any) -> RunOutcome:
-    from ray import tune
+    """Run the trials through Tuners of at most `tuner_chunk()` trials each.
+
+    Ray Tune keeps ~60 KiB of state per trial in the driver until its experiment ends; chunking
+    bounds that on large sweeps, and the memory is handed back to the OS between chunks.
+    """
+    from orchestrator.progress import ProgressCallback
 
     for name in ("ray.tune", "ray.train", "ray.air"):
         logging.getLogger(name).setLevel(logging.ERROR)
+    live = progress if progress is not None else bool(getattr(stream, "isatty", lambda: False)())
+    callback = ProgressCallback(len(trials), {c.trial_id: trial_label(c) for c in trials}, stream, live)
+    _remove_stale_experiments(store)
+    statuses: dict[str, str] = {}
+    ray_errors: dict[str, str] = {}
+    size = tuner_chunk()
+    try:
+        for start in range(0, len(trials), size):
+            chunk = trials[start:start + size]
+            errors = _fit_chunk(spec, store, chunk, max_concurrent, callback)
+            statuses.update(_reconcile(store, chunk, errors))
+            ray_errors.update(errors)
+            release_memory()
+    finally:
+        callback.close()
+    return RunOutcome([c.trial_id for c in trials], statuses, 0.0, ray_errors)
+
+
+def tuner_chunk() -> int:
+    return max(1, int(os.environ.get("HPT_TUNER_CHUNK", "256")))
+
+
+def release_memory() -> None:
+    """Free Tune's per-trial objects and return the freed heap to the OS (glibc keeps it otherwise)."""
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()
+    libc_name = ctypes.util.find_library("c")
+    if sys.platform.startswith("linux") and libc_name:
+        try:
+            ctypes.CDLL(libc_name).malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc (e.g. musl): nothing to trim
+            pass
+
+
+def _fit_chunk(spec: SweepSpec, store: RunStore, trials: list[TrialConfig], max_concurrent: int | None,
+               callback: Any) -> dict[str, str]:
+    """One Tuner over `trials`; returns Ray's error text per trial id that errored."""
+    from ray import tune
+
     options = run_options(spec)
     run_dir = store.uri if "://" in store.uri else store.root
     payloads = [_payload(c, run_dir, options) for c in trials]
     resources = {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
     trainable = tune.with_resources(_trainable(), resources)
     limit = max_concurrent or spec.execution.max_concurrent
-    live = progress if progress is not None else bool(getattr(stream, "isatty", lambda: False)())
-    from orchestrator.progress import ProgressCallback
-
-    callback = ProgressCallback(len(trials), {c.trial_id: trial_label(c) for c in trials}, stream, live)
-    experiment = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+    experiment = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}-{trials[0].trial_id[:6]}"
     storage = _storage_path(store)
-    _remove_stale_experiments(store)
     tuner = tune.Tuner(
         trainable,
         param_space={PARAM: tune.grid_search(payloads)},
@@ -362,19 +404,15 @@ def _fit(spec: SweepSpec, store: RunStore, trials: list[TrialConfig], max_concur
             callbacks=[callback],
         ),
     )
-    try:
-        grid = tuner.fit()
-    finally:
-        callback.close()
+    grid = tuner.fit()
     ray_errors: dict[str, str] = {}
     for result in grid:
         tid = trial_id_of(result.config) if result.config else None
         if tid and result.error is not None:
             ray_errors[tid] = f"{type(result.error).__name__}: {result.error}"
-    statuses = _reconcile(store, trials, ray_errors)
     if "://" not in store.uri:
         _remove_dir(os.path.join(storage, experiment))
-    return RunOutcome([c.trial_id for c in trials], statuses, 0.0, ray_errors)
+    return ray_errors
 
 
 def _trainable() -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import resources
 
 import torch
@@ -44,7 +45,10 @@ class TokenSplits:
     vocab_size: int
 
 
+@lru_cache(maxsize=2)
 def char_corpus(name: str = "shakespeare") -> TokenSplits:
+    """Train/val token tensors of a committed corpus; cached, since a reused Ray worker runs many
+    trials on it (callers must not modify the tensors in place)."""
     text = read_corpus(name)
     tok = CharTokenizer(text)
     ids = torch.tensor(tok.encode(text), dtype=torch.int64)
