@@ -98,3 +98,10 @@ class HybridOptimizer(Optimizer):
             step_size = lr / (1.0 - beta1**step)
             denom = (exp_avg_sq.sqrt() / (1.0 - beta2**step) ** 0.5).add_(eps)
             p.addcdiv_(exp_avg, denom, value=-step_size)
+
+
+def momentum_buffer(state: dict[str, Any], grad: Tensor) -> Tensor:
+    """The parameter's momentum buffer, created as zeros on its first step."""
+    if "momentum_buffer" not in state:
+        state["momentum_buffer"] = torch.zeros_like(grad, memory_format=torch.preserve_format)
+    return state["momentum_buffer"]

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ._base import HybridOptimizer, check_non_negative
+from ._base import HybridOptimizer, check_non_negative, momentum_buffer
 from .geometry import as_matrix, from_matrix, l2_norm, lmo_col_norm, lmo_row_norm, lmo_sign
 
 MOGA_NORMS = ("row", "col", "sign")
@@ -59,9 +59,7 @@ class MOGA(HybridOptimizer):
                 continue
             grad = w.grad
             state = self.state[w]
-            if "momentum_buffer" not in state:
-                state["momentum_buffer"] = torch.zeros_like(grad, memory_format=torch.preserve_format)
-            buf = state["momentum_buffer"]
+            buf = momentum_buffer(state, grad)
             torch.add(grad, buf, alpha=beta, out=buf)
             update = torch.add(grad, buf, alpha=beta) if group["nesterov"] else buf
             m = as_matrix(update, in_out)

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from ._base import HybridOptimizer, check_non_negative
+from ._base import HybridOptimizer, check_non_negative, momentum_buffer
 from .geometry import NS_COEFFICIENTS, SHAPE_FACTORS, as_matrix, dense, from_matrix, newton_schulz, shape_factor
 
 
@@ -55,9 +55,7 @@ class Muon(HybridOptimizer):
                 continue
             grad = p.grad
             state = self.state[p]
-            if "momentum_buffer" not in state:
-                state["momentum_buffer"] = torch.zeros_like(grad, memory_format=torch.preserve_format)
-            buf = state["momentum_buffer"]
+            buf = momentum_buffer(state, grad)
             buf.lerp_(grad, 1.0 - beta)
             update = grad.lerp(buf, beta) if group["nesterov"] else buf
             m = as_matrix(update, group["in_out"])

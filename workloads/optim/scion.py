@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ._base import HybridOptimizer, check_non_negative
+from ._base import HybridOptimizer, check_non_negative, momentum_buffer
 from .geometry import LMO_NAMES, as_matrix, from_matrix, lmo, project, shape_factor
 
 SCION_NORMS = ("auto", *LMO_NAMES)
@@ -91,9 +91,7 @@ class Scion(HybridOptimizer):
             if w.grad is None:
                 continue
             state = self.state[w]
-            if "momentum_buffer" not in state:
-                state["momentum_buffer"] = torch.zeros_like(w.grad, memory_format=torch.preserve_format)
-            buf: Tensor = state["momentum_buffer"]
+            buf = momentum_buffer(state, w.grad)
             buf.lerp_(w.grad, alpha)
             u = self._direction(group, w, buf)
             if group["constrained"]:
