@@ -317,6 +317,8 @@ def execute(
             import ray
 
             ray.shutdown()
+        else:
+            wait_for_released_cpus()
     outcome.wall_s = time.monotonic() - t0
     return outcome
 
@@ -327,10 +329,10 @@ def _storage_path(store: RunStore) -> str:
 
 def _fit(spec: SweepSpec, store: RunStore, trials: list[TrialConfig], max_concurrent: int | None,
          progress: bool | None, stream: Any) -> RunOutcome:
-    """Run the trials through Tuners of at most `tuner_chunk()` trials each.
+    """Run the trials through one Tuner, then hand the driver's freed heap back to the OS.
 
-    Ray Tune keeps ~60 KiB of state per trial in the driver until its experiment ends; chunking
-    bounds that on large sweeps, and the memory is handed back to the OS between chunks.
+    (One Tuner per sweep: a second Tuner in the same driver can wait forever for CPUs that the
+    first one's reused actors still hold.)
     """
     from orchestrator.progress import ProgressCallback
 
@@ -339,27 +341,31 @@ def _fit(spec: SweepSpec, store: RunStore, trials: list[TrialConfig], max_concur
     live = progress if progress is not None else bool(getattr(stream, "isatty", lambda: False)())
     callback = ProgressCallback(len(trials), {c.trial_id: trial_label(c) for c in trials}, stream, live)
     _remove_stale_experiments(store)
-    statuses: dict[str, str] = {}
-    ray_errors: dict[str, str] = {}
-    size = tuner_chunk()
     try:
-        for start in range(0, len(trials), size):
-            chunk = trials[start:start + size]
-            errors = _fit_chunk(spec, store, chunk, max_concurrent, callback)
-            statuses.update(_reconcile(store, chunk, errors))
-            ray_errors.update(errors)
-            release_memory()
+        ray_errors = _fit_tuner(spec, store, trials, max_concurrent, callback)
     finally:
         callback.close()
+    statuses = _reconcile(store, trials, ray_errors)
+    release_memory()
     return RunOutcome([c.trial_id for c in trials], statuses, 0.0, ray_errors)
 
 
-def tuner_chunk() -> int:
-    return max(1, int(os.environ.get("HPT_TUNER_CHUNK", "256")))
+def wait_for_released_cpus(timeout_s: float = 20.0) -> None:
+    """In a Ray this driver did not start (a notebook, a test session), wait until the Tuner's
+    reused actors have given their CPUs back: the next Tuner would otherwise wait for them."""
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if ray.available_resources().get("CPU", 0.0) >= ray.cluster_resources().get("CPU", 0.0):
+            return
+        time.sleep(0.1)
+    log.warning("some CPUs of the Ray cluster are still busy %.0f s after the sweep ended", timeout_s)
 
 
 def release_memory() -> None:
-    """Free Tune's per-trial objects and return the freed heap to the OS (glibc keeps it otherwise)."""
+    """Free Tune's per-trial objects (~60 KiB each, held until the experiment ends) and return the
+    freed heap to the OS; glibc keeps it otherwise, and a long-lived driver's RSS would creep up."""
     import ctypes
     import ctypes.util
     import gc
@@ -373,7 +379,7 @@ def release_memory() -> None:
             pass
 
 
-def _fit_chunk(spec: SweepSpec, store: RunStore, trials: list[TrialConfig], max_concurrent: int | None,
+def _fit_tuner(spec: SweepSpec, store: RunStore, trials: list[TrialConfig], max_concurrent: int | None,
                callback: Any) -> dict[str, str]:
     """One Tuner over `trials`; returns Ray's error text per trial id that errored."""
     from ray import tune

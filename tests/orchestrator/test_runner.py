@@ -41,14 +41,12 @@ def _assert_curves_exact(run_dir: Path, ids: list[str], steps: int) -> None:
         assert sorted(curve["step"]) == _expected_steps(steps), f"trial {tid}: steps {sorted(curve['step'])}"
 
 
-def test_run_is_incremental(tmp_path, capsys, monkeypatch):
+def test_run_is_incremental(tmp_path, capsys):
     store = tmp_path / "runs"
     path = write_spec(tmp_path / "s.yaml", tiny_spec(store))
     run_dir = store / "tiny"
 
-    monkeypatch.setenv("HPT_TUNER_CHUNK", "4")  # 6 trials -> two Tuners of 4 and 2: same store result
     assert hpt("run", path, "--no-progress") == 0
-    monkeypatch.delenv("HPT_TUNER_CHUNK")
     ids = _ids(path)
     assert len(ids) == 6
     trials = load_trials(str(run_dir))
