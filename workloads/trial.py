@@ -104,9 +104,8 @@ def run_trial(
         def wall() -> float:
             return elapsed_before + time.perf_counter() - t0
 
-        if start_step == 0:
-            curve.append({"step": 0, "items": 0, "train_loss": math.nan, "lr": 0.0, "grad_norm": math.nan,
-                          "wall_time_s": 0.0, **task.evaluate(model)})
+        if start_step == 0:  # the initialization's held-out loss anchors every curve
+            curve.append({**_curve_row(0, 0, math.nan, 0.0, math.nan, 0.0), **task.evaluate(model)})
         model.train()
         for step in range(start_step, wl.steps):
             fault_plan.before_step(step)
@@ -123,9 +122,8 @@ def run_trial(
                 and loss_value > config.divergence.loss_multiple * initial_loss
             )
             if diverged:
-                curve.append({"step": done, "items": done * task.items_per_step(), "train_loss": loss_value,
-                              "lr": config.optimizer.lr * factor, "grad_norm": math.nan,
-                              "wall_time_s": wall()})
+                curve.append(_curve_row(done, task.items_per_step(), loss_value, config.optimizer.lr * factor,
+                                        math.nan, wall()))
                 summary = {"diverged_at_step": done}
                 raise _Diverged()
             loss.backward()
@@ -139,18 +137,17 @@ def run_trial(
             if before is not None:
                 layers.extend({"step": done, **row} for row in layer_diagnostics(optimizer, before))
             if is_logged:
-                row = {"step": done, "items": done * task.items_per_step(), "train_loss": loss_value,
-                       "lr": config.optimizer.lr * factor, "grad_norm": grad_norm, "wall_time_s": wall()}
+                row = _curve_row(done, task.items_per_step(), loss_value, config.optimizer.lr * factor, grad_norm,
+                                 wall())
                 if is_eval:
                     row.update(task.evaluate(model))
                 curve.append(row)
                 sink.report(done, row)
             if options.checkpoint_every and done % options.checkpoint_every == 0 and done < wl.steps:
-                buf = io.BytesIO()
-                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                            "task": task.state_dict(), "step": done, "elapsed": wall(),
-                            "initial_loss": initial_loss, "curve": curve, "layers": layers}, buf)
-                sink.checkpoint(done, buf.getvalue(), curve, layers)
+                state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                         "task": task.state_dict(), "step": done, "elapsed": wall(),
+                         "initial_loss": initial_loss, "curve": curve, "layers": layers}
+                sink.checkpoint(done, _to_bytes(state), curve, layers)
         status = "completed"
     except _Diverged:
         status = "diverged"
@@ -164,6 +161,19 @@ def run_trial(
     summary.update(_summarize(curve, item_unit))
     sink.finish(status, summary, curve, layers, params_table)
     return TrialResult(trial_id, status, summary, curve)
+
+
+def _curve_row(step: int, items_per_step: int, train_loss: float, lr: float, grad_norm: float,
+               wall_time_s: float) -> dict[str, Any]:
+    """One logged step: the curve schema every workload shares (evaluations add val_* keys)."""
+    return {"step": step, "items": step * items_per_step, "train_loss": train_loss, "lr": lr,
+            "grad_norm": grad_norm, "wall_time_s": wall_time_s}
+
+
+def _to_bytes(state: dict[str, Any]) -> bytes:
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    return buf.getvalue()
 
 
 def _grad_norm(params: list[torch.nn.Parameter]) -> float:
