@@ -60,10 +60,7 @@ class HybridOptimizer(Optimizer):
 
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = evaluate_closure(closure)
         for group in self.param_groups:
             if group["algorithm"] == ADAMW:
                 self._adamw_group(group)
@@ -105,3 +102,11 @@ def momentum_buffer(state: dict[str, Any], grad: Tensor) -> Tensor:
     if "momentum_buffer" not in state:
         state["momentum_buffer"] = torch.zeros_like(grad, memory_format=torch.preserve_format)
     return state["momentum_buffer"]
+
+
+def evaluate_closure(closure: Callable[[], float] | None) -> float | None:
+    """The `torch.optim.Optimizer.step(closure)` contract: re-evaluate the loss with grad enabled."""
+    if closure is None:
+        return None
+    with torch.enable_grad():
+        return closure()

@@ -9,6 +9,8 @@ import torch
 from torch import Tensor
 from torch.optim import Optimizer
 
+from ._base import evaluate_closure
+
 
 class Lion(Optimizer):
     """Lion: u = sign(β1·m + (1-β1)·G); W <- (1 - lr·wd)·W - lr·u; m <- β2·m + (1-β2)·G."""
@@ -33,10 +35,7 @@ class Lion(Optimizer):
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
         # Lion: u = sign(lerp(m, G, 1-b1)); W <- (1-lr*wd)W - lr*u; m <- lerp(m, G, 1-b2) (arXiv 2302.06675)
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = evaluate_closure(closure)
         for group in self.param_groups:
             lr, wd = group["lr"], group["weight_decay"]
             beta1, beta2 = group["betas"]
