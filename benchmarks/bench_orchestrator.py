@@ -75,17 +75,19 @@ def _proc_kib(pid: int) -> dict[str, int]:
 def hpt_run(spec: Path) -> dict[str, float]:
     """Run `hpt run SPEC` in a fresh process; wall time, its own report, and driver RSS (polled)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k != "HPT_FAULTS"}
+    log_path = spec.with_suffix(".log")  # a file, not a pipe: an unread pipe fills and blocks the driver
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(spec), "--no-progress"],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    peak, last = 0, 0
-    while proc.poll() is None:
-        mem = _proc_kib(proc.pid)
-        peak = max(peak, mem.get("VmHWM", 0))
-        last = mem.get("VmRSS", last)
-        time.sleep(0.1)
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(spec), "--no-progress"],
+                                cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+        peak, last = 0, 0
+        while proc.poll() is None:
+            mem = _proc_kib(proc.pid)
+            peak = max(peak, mem.get("VmHWM", 0))
+            last = mem.get("VmRSS", last)
+            time.sleep(0.1)
     wall = time.perf_counter() - t0
-    out = proc.stdout.read() if proc.stdout else ""
+    out = log_path.read_text()
     if proc.returncode != 0:
         raise SystemExit(f"hpt run {spec} exited {proc.returncode}:\n{out}")
     match = re.search(r"ran (\d+) trials in ([\d.]+) s", out)

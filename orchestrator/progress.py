@@ -14,7 +14,7 @@ from ray import tune
 
 
 def _tid(trial: Any) -> str:
-    return trial.config["hpt"]["trial_id"]
+    return trial.config["trial_id"]
 
 
 class ProgressCallback(tune.Callback):

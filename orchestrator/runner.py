@@ -1,11 +1,14 @@
-"""Execution: the pending trials of a sweep -> one `ray.tune.Tuner` -> the store.
+"""Execution: the pending trials of a sweep -> Ray Tune Tuners -> the store.
 
 The store is the source of truth for what is done: the driver expands the grid, asks the store
 for each trial's status, and hands only the trials that still need running to a fresh Tuner (a
-`tune.grid_search` over their payloads). Ray Tune retries a failing trial (`FailureConfig`) from
-its last Ray Tune checkpoint; a restarted driver resumes an interrupted trial from the store's
-checkpoint. We never restore a Tune experiment: it cannot take new trials, and `restart_errored`
-ignores the concurrency limit.
+`tune.grid_search` over their trial ids; the configs travel once, as a `SweepPayload`). A long
+sweep runs as successive Tuners of `trials_per_tuner` trials, because Ray Tune holds every trial
+of a Tuner in the driver until it ends; finished trials are compacted meanwhile
+(`orchestrator.compaction`). Ray Tune retries a failing trial (`FailureConfig`) from its last
+Ray Tune checkpoint; a restarted driver resumes an interrupted trial from the store's checkpoint.
+We never restore a Tune experiment: it cannot take new trials, and `restart_errored` ignores the
+concurrency limit.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from workloads.config import RunOptions, TrialConfig
 LOCK_FILE = "driver.lock"
 RAY_DIR = "_ray"  # Ray Tune's own experiment folders (scratch; the store holds the results)
 NAMESPACE = "hptransfer"
-PARAM = "hpt"  # the one key of a Tune trial's config: the payload train_trial reads
+PARAM = "trial_id"  # the one key of a Tune trial's config (the rest travels once, as a SweepPayload)
 log = logging.getLogger(__name__)
 
 
@@ -236,7 +239,7 @@ def check_cluster_resources(spec: SweepSpec) -> None:
 
 
 def trial_id_of(config: dict[str, Any]) -> str:
-    return config[PARAM]["trial_id"]
+    return config[PARAM]
 
 
 def _trial_dirname(trial: Any) -> str:
@@ -262,16 +265,12 @@ def run_options(spec: SweepSpec) -> RunOptions:
     return RunOptions(device=device, threads=spec.threads(), checkpoint_every=spec.execution.checkpoint_every)
 
 
-def _payload(config: TrialConfig, run_dir: str, options: RunOptions) -> dict[str, Any]:
-    # flat, with the config as one JSON string: Tune copies and flattens trial configs, and a
-    # nested dict per trial costs the driver memory for as long as the experiment runs
-    return {
-        "trial_id": config.trial_id,
-        "config": config.canonical_json(),
-        "run_dir": run_dir,
-        "options": options.model_dump_json(),
-        "faults": os.environ.get(faults.ENV_VAR) or None,
-    }
+def sweep_payload(trials: list[TrialConfig], run_dir: str, options: RunOptions) -> Any:
+    from orchestrator.trainable import SweepPayload
+
+    return SweepPayload(run_dir=run_dir, options=options.model_dump_json(),
+                        faults=os.environ.get(faults.ENV_VAR) or None,
+                        configs={c.trial_id: c.canonical_json() for c in trials})
 
 
 def execute(
@@ -301,6 +300,7 @@ def execute(
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "1000")
 
     started_ray = ensure_ray(ray_options)
+    free_cpus = None if started_ray else available_cpus()
     store = RunStore(run_dir)
     t0 = time.monotonic()
     try:
@@ -318,7 +318,7 @@ def execute(
 
             ray.shutdown()
         else:
-            wait_for_released_cpus()
+            wait_for_released_cpus(free_cpus)
     outcome.wall_s = time.monotonic() - t0
     return outcome
 
@@ -329,11 +329,8 @@ def _storage_path(store: RunStore) -> str:
 
 def _fit(spec: SweepSpec, store: RunStore, trials: list[TrialConfig], max_concurrent: int | None,
          progress: bool | None, stream: Any) -> RunOutcome:
-    """Run the trials through one Tuner, then hand the driver's freed heap back to the OS.
-
-    (One Tuner per sweep: a second Tuner in the same driver can wait forever for CPUs that the
-    first one's reused actors still hold.)
-    """
+    """Run the trials through successive Tuners of `trials_per_tuner` trials (one, unless the sweep
+    is long); after each, hand the driver's freed heap back to the OS."""
     from orchestrator.progress import ProgressCallback
 
     for name in ("ray.tune", "ray.train", "ray.air"):
@@ -341,35 +338,68 @@ def _fit(spec: SweepSpec, store: RunStore, trials: list[TrialConfig], max_concur
     live = progress if progress is not None else bool(getattr(stream, "isatty", lambda: False)())
     callback = ProgressCallback(len(trials), {c.trial_id: trial_label(c) for c in trials}, stream, live)
     _remove_stale_experiments(store)
+    limit = max_concurrent or spec.execution.max_concurrent
+    size = spec.execution.trials_per_tuner or default_trials_per_tuner(limit or placeable_trials(spec))
+    ray_errors: dict[str, str] = {}
     try:
-        ray_errors = _fit_tuner(spec, store, trials, max_concurrent, callback)
+        for start in range(0, len(trials), size):
+            ray_errors.update(_fit_tuner(spec, store, trials[start:start + size], limit, callback))
+            release_memory()
     finally:
         callback.close()
     statuses = _reconcile(store, trials, ray_errors)
-    release_memory()
     return RunOutcome([c.trial_id for c in trials], statuses, 0.0, ray_errors)
 
 
-def wait_for_released_cpus(timeout_s: float = 20.0) -> None:
-    """In a Ray this driver did not start (a notebook, a test session), wait until the Tuner's
-    reused actors have given their CPUs back: the next Tuner would otherwise wait for them."""
+def default_trials_per_tuner(concurrency: int) -> int:
+    """Trials per Tuner: Ray Tune holds ~15 KiB per trial until its Tuner ends, and each Tuner ends
+    with a tail where slots idle while its last trials run (~(c-1)/2 trial times). 32·c² trials
+    keep that tail under ~1.5 % of the Tuner's time and the driver's Tune state bounded."""
+    return max(128, 32 * concurrency * concurrency)
+
+
+def placeable_trials(spec: SweepSpec) -> int:
+    """How many trials the connected Ray cluster can run at once under `resources`."""
     import ray
 
+    total = ray.cluster_resources()
+    fits = [int(float(total.get(key, 0.0)) // need) for key, need in
+            (("CPU", spec.resources.cpu), ("GPU", spec.resources.gpu)) if need > 0]
+    return max(1, min(fits, default=1))
+
+
+def available_cpus() -> float:
+    import ray
+
+    return float(ray.available_resources().get("CPU", 0.0))
+
+
+def wait_for_released_cpus(free_before: float | None, timeout_s: float = 20.0) -> None:
+    """In a Ray this driver did not start (a notebook, a test session), wait until the Tuners'
+    actors, which Ray kills asynchronously, have given back the CPUs that were free before the
+    sweep: a Tuner started right after would otherwise begin short of them."""
+    import ray
+
+    if free_before is None:
+        return
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if ray.available_resources().get("CPU", 0.0) >= ray.cluster_resources().get("CPU", 0.0):
+        if available_cpus() >= min(free_before, ray.cluster_resources().get("CPU", 0.0)):
             return
         time.sleep(0.1)
-    log.warning("some CPUs of the Ray cluster are still busy %.0f s after the sweep ended", timeout_s)
+    log.warning("the Ray cluster has fewer free CPUs %.0f s after the sweep than before it", timeout_s)
 
 
 def release_memory() -> None:
-    """Free Tune's per-trial objects (~60 KiB each, held until the experiment ends) and return the
-    freed heap to the OS; glibc keeps it otherwise, and a long-lived driver's RSS would creep up."""
+    """Free what a finished Tuner left (its Trial objects, Tune's per-trial log keys) and return
+    the freed heap to the OS; glibc keeps it otherwise, and a long-lived driver's RSS would creep up."""
     import ctypes
     import ctypes.util
     import gc
 
+    from orchestrator.compaction import forget_encoder_log_keys
+
+    forget_encoder_log_keys()
     gc.collect()
     libc_name = ctypes.util.find_library("c")
     if sys.platform.startswith("linux") and libc_name:
@@ -384,17 +414,19 @@ def _fit_tuner(spec: SweepSpec, store: RunStore, trials: list[TrialConfig], max_
     """One Tuner over `trials`; returns Ray's error text per trial id that errored."""
     from ray import tune
 
+    from orchestrator.compaction import CompactFinishedTrials
+
     options = run_options(spec)
     run_dir = store.uri if "://" in store.uri else store.root
-    payloads = [_payload(c, run_dir, options) for c in trials]
     resources = {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
-    trainable = tune.with_resources(_trainable(), resources)
+    trainable = tune.with_resources(tune.with_parameters(_trainable(), sweep=sweep_payload(trials, run_dir, options)),
+                                    resources)
     limit = max_concurrent or spec.execution.max_concurrent
     experiment = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}-{trials[0].trial_id[:6]}"
     storage = _storage_path(store)
     tuner = tune.Tuner(
         trainable,
-        param_space={PARAM: tune.grid_search(payloads)},
+        param_space={PARAM: tune.grid_search([c.trial_id for c in trials])},
         tune_config=tune.TuneConfig(
             max_concurrent_trials=limit,
             reuse_actors=True,
@@ -407,7 +439,7 @@ def _fit_tuner(spec: SweepSpec, store: RunStore, trials: list[TrialConfig], max_
             failure_config=tune.FailureConfig(max_failures=spec.execution.max_failures),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
             verbose=0,
-            callbacks=[callback],
+            callbacks=[callback, CompactFinishedTrials()],  # compaction last: it strips what others read
         ),
     )
     grid = tuner.fit()

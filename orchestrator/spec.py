@@ -142,6 +142,9 @@ class ExecutionSpec(SpecModel):
     max_failures: int = Field(2, ge=0, description="retries of a failing trial, each from its last checkpoint")
     checkpoint_every: int = Field(0, ge=0, description="checkpoint model+optimizer every N steps (0: never)")
     divergence: DivergenceConfig = DivergenceConfig()
+    trials_per_tuner: int | None = Field(
+        None, ge=1, description="run the pending trials as successive Tuners of at most this many, which bounds "
+        "the driver's memory (Ray Tune holds every trial of a Tuner); default: 32 x concurrency^2, at least 128")
 
 
 class SearchSpec(SpecModel):

@@ -1,7 +1,8 @@
 """What a Ray Tune trial runs: `train_trial(payload)` plus the sink that joins the store and Tune.
 
-The payload (one `tune.grid_search` value) carries the resolved TrialConfig, the run directory's
-absolute path and the RunOptions; it lives in the installed package so Ray workers can import it.
+A Tune trial's config is only its trial id; the resolved TrialConfigs, the run directory's
+absolute path and the RunOptions reach the workers once per sweep as a `SweepPayload`. This
+module lives in the installed package so Ray workers can import it.
 
 Checkpoints go to both places: the store (curve so far + checkpoint.pt, what a restarted driver
 resumes from) and a Ray Tune checkpoint (what `FailureConfig` retries resume from). The state
@@ -16,6 +17,7 @@ import io
 import json
 import os
 import tempfile
+from dataclasses import dataclass
 from typing import Any
 
 from results.store import RunStore, TrialWriter
@@ -93,27 +95,36 @@ class RayTuneSink:
         self.writer.finish(status, summary, curve, layers, params, error)
 
 
-def train_trial(tune_config: dict[str, Any]) -> None:
-    """Ray Tune function trainable: one trial, reported through RayTuneSink.
+@dataclass(frozen=True)
+class SweepPayload:
+    """What the trials of one Tuner share, shipped once through Ray's object store
+    (`tune.with_parameters`). A Tune trial's own config is just {"trial_id": ...}: Tune copies,
+    flattens and snapshots each trial's config many times over, so it stays tiny."""
 
-    `tune_config["hpt"]` = {"trial_id", "config": TrialConfig canonical JSON, "run_dir": absolute
-    run dir, "options": RunOptions JSON, "faults": HPT_FAULTS path or None}.
-    """
+    run_dir: str  # absolute run directory (or pyarrow.fs URI)
+    options: str  # RunOptions JSON
+    faults: str | None  # HPT_FAULTS path, if any
+    configs: dict[str, str]  # trial_id -> TrialConfig canonical JSON
+
+
+def train_trial(tune_config: dict[str, Any], sweep: SweepPayload) -> None:
+    """Ray Tune function trainable: one trial, `tune_config["trial_id"]` of `sweep`, reported through
+    RayTuneSink."""
     import torch
     from ray import tune
 
     from workloads.trial import run_trial
 
-    payload = tune_config["hpt"]
-    options = RunOptions.model_validate_json(payload["options"])
+    trial_id = tune_config["trial_id"]
+    options = RunOptions.model_validate_json(sweep.options)
     torch.set_num_threads(options.threads or 1)  # a reused worker keeps its first thread count otherwise
-    if payload.get("faults"):
-        os.environ[faults.ENV_VAR] = payload["faults"]
+    if sweep.faults:
+        os.environ[faults.ENV_VAR] = sweep.faults
     else:
         os.environ.pop(faults.ENV_VAR, None)
-    config = TrialConfig.model_validate_json(payload["config"])
-    if config.trial_id != payload["trial_id"]:
-        raise RuntimeError(f"trial {payload['trial_id']}: its config hashes to {config.trial_id}")
-    sink = RayTuneSink(RunStore(payload["run_dir"]).writer(config.trial_id))
+    config = TrialConfig.model_validate_json(sweep.configs[trial_id])
+    if config.trial_id != trial_id:
+        raise RuntimeError(f"trial {trial_id}: its config hashes to {config.trial_id}")
+    sink = RayTuneSink(RunStore(sweep.run_dir).writer(config.trial_id))
     result = run_trial(config, sink, options, raise_on_failure=True)
     tune.report({"hpt_status": result.status, "step": int(result.summary.get("steps_done", 0))})
