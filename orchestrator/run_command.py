@@ -49,12 +49,14 @@ def _ray_options(args: argparse.Namespace) -> RayOptions:
     return RayOptions(address=args.address, include_dashboard=args.dashboard, dashboard_host=args.dashboard_host)
 
 
-def _finish(plan_statuses: dict[str, str], ran: int, wall: float, run_dir: str, skipped_failed: int = 0) -> int:
+def _finish(plan_statuses: dict[str, str], ran: int, wall: float, run_dir: str, skipped_failed: int = 0,
+            tuners: int = 1) -> int:
     counts: dict[str, int] = {}
     for s in plan_statuses.values():
         counts[s] = counts.get(s, 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-    print(f"ran {ran} trials in {wall:.1f} s; sweep now: {summary or 'empty'}")
+    through = f" through {tuners} successive Tuners" if tuners > 1 else ""
+    print(f"ran {ran} trials in {wall:.1f} s{through}; sweep now: {summary or 'empty'}")
     if counts.get("failed"):
         print(f"{counts['failed']} failed; see `hpt status {run_dir}` and `hpt rerun {run_dir} --failed`")
     if skipped_failed:
@@ -68,7 +70,7 @@ def _run_plan(spec: SweepSpec, plan: SweepPlan, trials: list, args: argparse.Nam
                       max_concurrent=args.max_concurrent, progress=None if not args.no_progress else False)
     final = {c.trial_id: display_status(plan.stored.get(c.trial_id)) for c in plan.configs}
     final.update(outcome.statuses)
-    return _finish(final, len(outcome.ran), outcome.wall_s, plan.run_dir, skipped_failed)
+    return _finish(final, len(outcome.ran), outcome.wall_s, plan.run_dir, skipped_failed, outcome.tuners)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -255,6 +255,7 @@ class RunOutcome:
     statuses: dict[str, str]  # trial_id -> final store status, for the trials that ran
     wall_s: float
     errors: dict[str, str] = field(default_factory=dict)
+    tuners: int = 0  # how many successive Tuners ran them (execution.trials_per_tuner)
 
     def counts(self) -> Counter[str]:
         return Counter(self.statuses.values())
@@ -341,14 +342,15 @@ def _fit(spec: SweepSpec, store: RunStore, trials: list[TrialConfig], max_concur
     limit = max_concurrent or spec.execution.max_concurrent
     size = spec.execution.trials_per_tuner or default_trials_per_tuner(limit or placeable_trials(spec))
     ray_errors: dict[str, str] = {}
+    starts = range(0, len(trials), size)
     try:
-        for start in range(0, len(trials), size):
+        for start in starts:
             ray_errors.update(_fit_tuner(spec, store, trials[start:start + size], limit, callback))
             release_memory()
     finally:
         callback.close()
     statuses = _reconcile(store, trials, ray_errors)
-    return RunOutcome([c.trial_id for c in trials], statuses, 0.0, ray_errors)
+    return RunOutcome([c.trial_id for c in trials], statuses, 0.0, ray_errors, tuners=len(starts))
 
 
 def default_trials_per_tuner(concurrency: int) -> int:
