@@ -11,12 +11,13 @@
    per-trial overhead is (sweep wall x concurrency - sum of trial times) / trials: Ray Tune's
    scheduling, model/data setup, store writes. A trial's own time is its `wall_time_s` (the
    training loop, evaluations included).
-2. Driver memory: `hpt run` of 20 and of 200 tiny trials (width 32, 5 steps), each in a fresh
+2. Driver memory: `hpt run` of 20, 200 and 1000 tiny trials (width 32, 5 steps), each in a fresh
    process; the driver's peak and final RSS (from /proc, the driver process alone, not Ray's).
-   Growth per trial = (peak at 200 - peak at 20) / 180. Then one long-lived driver (this
-   process) runs sweeps of 20, 200 and 200 trials in turn: a per-trial leak would grow RSS on
-   every sweep; state held while one sweep runs (Ray Tune's Trial objects) only on the first
-   big one.
+   Growth per trial = (peak at 200 - peak at 20) / 180, and so on; "beyond the plan" subtracts
+   the Python heap of the expanded TrialConfigs (measured here with tracemalloc), which grows
+   with the spec before any trial runs. Ray Tune's state is bounded by `trials_per_tuner`
+   (128 at concurrency 2). Then one long-lived driver (this process) runs sweeps of 20, 200
+   and 200 trials in turn: a per-trial leak would grow RSS on every sweep.
 
 Each `hpt run` is a subprocess with its own embedded Ray, as a user would run it. Runs go to a
 temporary store that is removed afterwards (--keep to keep it).
@@ -130,8 +131,31 @@ def bench_memory(root: Path, counts: list[int], concurrency: int) -> list[dict[s
                           eval_batches=1)
         run = hpt_run(spec)
         assert run["trials"] == n, run
-        rows.append({"trials": n, **run})
+        rows.append({"trials": n, **run, "plan_mib": plan_mib(spec)})
     return rows
+
+
+def plan_mib(spec_path: Path) -> float:
+    """Python heap of the sweep's plan (its expanded TrialConfigs), which every driver holds from the
+    start: the part of the driver that grows with the spec, not with running trials."""
+    import gc
+    import tracemalloc
+
+    from orchestrator.grid import expand
+    from orchestrator.spec import load_spec
+
+    spec, _ = load_spec(str(spec_path))
+    expand(spec)  # warm caches (validators, regexes) outside the measurement
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        configs = expand(spec)
+        size = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    del configs
+    return size / 2**20
 
 
 def _rss_mib() -> float:
@@ -174,7 +198,7 @@ def main() -> None:
     p.add_argument("--trials", type=int, default=16)
     p.add_argument("--steps", type=int, default=400, help="steps per utilization trial (~5 s at 400 here)")
     p.add_argument("--concurrency", type=int, default=2)
-    p.add_argument("--memory-trials", type=int, nargs="+", default=[20, 200],
+    p.add_argument("--memory-trials", type=int, nargs="+", default=[20, 200, 1000],
                    help="sweep sizes for the driver-memory runs (two or more)")
     p.add_argument("--skip-memory", action="store_true")
     p.add_argument("--skip-utilization", action="store_true")
@@ -200,16 +224,17 @@ def main() -> None:
         if not args.skip_memory:
             rows = bench_memory(root, args.memory_trials, args.concurrency)
             print("\n## driver memory (the `hpt run` process alone)")
-            print("| trials | wall | sweep | peak RSS | final RSS |\n|---|---|---|---|---|")
+            print("| trials | wall | sweep | peak RSS | final RSS | of which the plan |\n|---|---|---|---|---|---|")
             for r in rows:
-                print(f"| {r['trials']} | {r['wall_s']:.1f} s | {r['sweep_s']:.1f} s | {r['peak_rss_mib']:.0f} MiB | "
-                      f"{r['last_rss_mib']:.0f} MiB |")
+                print(f"| {r['trials']} | {r['wall_s']:.1f} s | {r['sweep_s']:.1f} s | {r['peak_rss_mib']:.1f} MiB | "
+                      f"{r['last_rss_mib']:.1f} MiB | {r['plan_mib']:.2f} MiB |")
+            print("\n| from -> to | peak RSS growth | per trial | per trial, beyond the plan |\n|---|---|---|---|")
             for a, b in zip(rows, rows[1:], strict=False):
-                per = (b["peak_rss_mib"] - a["peak_rss_mib"]) * 1024 / (b["trials"] - a["trials"])
+                n = b["trials"] - a["trials"]
                 grew = b["peak_rss_mib"] - a["peak_rss_mib"]
-                print(f"\ngrowth {a['trials']} -> {b['trials']} trials: {grew:+.1f} MiB "
-                      f"peak RSS = {per:+.1f} KiB per trial; sweep time per trial "
-                      f"{a['sweep_s'] / a['trials']:.2f} s vs {b['sweep_s'] / b['trials']:.2f} s")
+                plan = b["plan_mib"] - a["plan_mib"]
+                print(f"| {a['trials']} -> {b['trials']} | {grew:+.1f} MiB | {grew * 1024 / n:+.1f} KiB | "
+                      f"{(grew - plan) * 1024 / n:+.1f} KiB |")
         if not args.skip_memory:
             rows = bench_memory_one_driver(root, [20, 200, 200], args.concurrency)
             print("\n## one long-lived driver, sweeps in turn (RSS of this process)")
