@@ -44,7 +44,8 @@ from results.store import load_trials  # noqa: E402
 
 
 def write_spec(path: Path, name: str, store: Path, *, width: int, depth: int, seq_len: int, batch: int, steps: int,
-               lrs: list[float], seeds: list[int], concurrency: int, eval_every: int, eval_batches: int) -> Path:
+               lrs: list[float], seeds: list[int], concurrency: int, eval_every: int, eval_batches: int,
+               trials_per_tuner: int | None = None) -> Path:
     spec = {
         "name": name,
         "workload": {"kind": "gpt2", "seq_len": seq_len, "head_dim": min(32, width), "batch_size": batch,
@@ -53,7 +54,8 @@ def write_spec(path: Path, name: str, store: Path, *, width: int, depth: int, se
         "grid": {"width": [width], "depth": [depth], "seed": seeds},
         "optimizers": [{"name": "adamw", "lr": lrs}],
         "resources": {"cpu": 1, "gpu": 0},
-        "execution": {"max_concurrent": concurrency, "max_failures": 0, "checkpoint_every": 0},
+        "execution": {"max_concurrent": concurrency, "max_failures": 0, "checkpoint_every": 0,
+                      **({"trials_per_tuner": trials_per_tuner} if trials_per_tuner else {})},
         "store": str(store),
     }
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -121,14 +123,15 @@ def bench_utilization(root: Path, trials: int, steps: int, concurrency: int) -> 
     }
 
 
-def bench_memory(root: Path, counts: list[int], concurrency: int) -> list[dict[str, float]]:
+def bench_memory(root: Path, counts: list[int], concurrency: int,
+                 trials_per_tuner: int | None) -> list[dict[str, float]]:
     rows = []
     for n in counts:
         seeds = list(range(max(1, n // 10)))
         lrs = [round(2.0 ** (-12 + 0.5 * k), 8) for k in range(n // len(seeds))]
         spec = write_spec(root / f"mem{n}.yaml", f"bench_mem{n}", root / "runs", width=32, depth=1, seq_len=16,
                           batch=4, steps=5, lrs=lrs, seeds=seeds, concurrency=concurrency, eval_every=5,
-                          eval_batches=1)
+                          eval_batches=1, trials_per_tuner=trials_per_tuner)
         run = hpt_run(spec)
         assert run["trials"] == n, run
         rows.append({"trials": n, **run, "plan_mib": plan_mib(spec)})
@@ -200,6 +203,8 @@ def main() -> None:
     p.add_argument("--concurrency", type=int, default=2)
     p.add_argument("--memory-trials", type=int, nargs="+", default=[20, 200, 1000],
                    help="sweep sizes for the driver-memory runs (two or more)")
+    p.add_argument("--trials-per-tuner", type=int, default=None,
+                   help="execution.trials_per_tuner of the memory runs (default: the runner's, 128 at concurrency 2)")
     p.add_argument("--skip-memory", action="store_true")
     p.add_argument("--skip-utilization", action="store_true")
     p.add_argument("--keep", action="store_true", help="keep the temporary store")
@@ -222,8 +227,9 @@ def main() -> None:
             print(f"| utilization, whole command | {100 * u['util_end_to_end']:.1f} % |")
             print(f"| overhead per trial | {u['overhead_per_trial_s']:.2f} s |")
         if not args.skip_memory:
-            rows = bench_memory(root, args.memory_trials, args.concurrency)
-            print("\n## driver memory (the `hpt run` process alone)")
+            rows = bench_memory(root, args.memory_trials, args.concurrency, args.trials_per_tuner)
+            per_tuner = args.trials_per_tuner or "default"
+            print(f"\n## driver memory (the `hpt run` process alone; trials_per_tuner: {per_tuner})")
             print("| trials | wall | sweep | peak RSS | final RSS | of which the plan |\n|---|---|---|---|---|---|")
             for r in rows:
                 print(f"| {r['trials']} | {r['wall_s']:.1f} s | {r['sweep_s']:.1f} s | {r['peak_rss_mib']:.1f} MiB | "
