@@ -48,6 +48,18 @@ def build_submission(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _use_ray_auth_token_if_any() -> None:
+    """Send the Ray auth token (~/.ray/auth_token, RAY_AUTH_TOKEN[_PATH]) if there is one: clusters of
+    Ray >= 2.5x require it by default, and unlike `ray.init` the job client does not look for it."""
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
+    except ImportError:  # a Ray without token authentication
+        return
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+
+
 def submit(args: argparse.Namespace) -> int:
     request = build_submission(args)
     if args.print_only:
@@ -57,14 +69,19 @@ def submit(args: argparse.Namespace) -> int:
         return EXIT_OK
     from ray.job_submission import JobSubmissionClient
 
+    _use_ray_auth_token_if_any()
     try:
         client = JobSubmissionClient(args.address)
     except Exception as exc:  # connection refused, not a Ray dashboard, ...
         raise InputError(f"--address={args.address!r}: cannot reach a Ray dashboard: {exc}") from None
-    job_id = client.submit_job(**request)
+    try:
+        job_id = client.submit_job(**request)
+    except RuntimeError as exc:  # the job server answered with an error (no agent yet, bad runtime_env, ...)
+        raise InputError(f"--address={args.address!r}: the Ray job server refused the job: {exc}") from None
     print(f"submitted job {job_id}: {request['entrypoint']}")
-    print(f"follow it:  ray job logs --follow --address {args.address} {job_id}")
-    print(f"status:     ray job status --address {args.address} {job_id}")
+    ray_cmd = "RAY_AUTH_MODE=token ray" if os.environ.get("RAY_AUTH_MODE") == "token" else "ray"
+    print(f"follow it:  {ray_cmd} job logs --follow --address {args.address} {job_id}")
+    print(f"status:     {ray_cmd} job status --address {args.address} {job_id}")
     print(f"results:    {request['metadata']['hpt_run_dir']} (hpt status RUN_DIR on a machine that sees it)")
     return EXIT_OK
 
