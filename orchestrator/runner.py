@@ -286,7 +286,7 @@ def execute(
     """Run `trials` (already filtered against the store) on Ray Tune; return their final statuses.
 
     Validates that the cluster can place a trial before writing anything; then takes the run
-    directory's driver lock, records the spec, and runs one Tuner.
+    directory's driver lock, records the spec, and runs the Tuners.
     """
     ray_options = ray_options or RayOptions()
     stream = stream or sys.stderr
