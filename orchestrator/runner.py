@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import InputError
 from orchestrator.grid import expand
@@ -29,6 +29,9 @@ from orchestrator.spec import SweepSpec
 from results.store import FINISHED, RunStore
 from workloads import faults
 from workloads.config import RunOptions, TrialConfig
+
+if TYPE_CHECKING:  # trainable imports ray.tune; the runner imports it only when it runs trials
+    from orchestrator.trainable import SweepPayload
 
 LOCK_FILE = "driver.lock"
 RAY_DIR = "_ray"  # Ray Tune's own experiment folders (scratch; the store holds the results)
@@ -264,7 +267,7 @@ def run_options(spec: SweepSpec) -> RunOptions:
     return RunOptions(device=device, threads=spec.threads(), checkpoint_every=spec.execution.checkpoint_every)
 
 
-def sweep_payload(trials: list[TrialConfig], run_dir: str, options: RunOptions) -> Any:
+def sweep_payload(trials: list[TrialConfig], run_dir: str, options: RunOptions) -> SweepPayload:
     from orchestrator.trainable import SweepPayload
 
     return SweepPayload(run_dir=run_dir, options=options.model_dump_json(),
