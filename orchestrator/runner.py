@@ -21,17 +21,15 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from orchestrator.errors import InputError
 from orchestrator.grid import expand
 from orchestrator.spec import SweepSpec
+from orchestrator.trainable import SweepPayload
 from results.store import FINISHED, RunStore
 from workloads import faults
 from workloads.config import RunOptions, TrialConfig
-
-if TYPE_CHECKING:  # trainable imports ray.tune; the runner imports it only when it runs trials
-    from orchestrator.trainable import SweepPayload
 
 LOCK_FILE = "driver.lock"
 RAY_DIR = "_ray"  # Ray Tune's own experiment folders (scratch; the store holds the results)
@@ -268,8 +266,6 @@ def run_options(spec: SweepSpec) -> RunOptions:
 
 
 def sweep_payload(trials: list[TrialConfig], run_dir: str, options: RunOptions) -> SweepPayload:
-    from orchestrator.trainable import SweepPayload
-
     return SweepPayload(run_dir=run_dir, options=options.model_dump_json(),
                         faults=os.environ.get(faults.ENV_VAR) or None,
                         configs={c.trial_id: c.canonical_json() for c in trials})
