@@ -225,12 +225,17 @@ def _propagated_env() -> dict[str, str]:
     return env
 
 
+def _trial_needs(spec: SweepSpec) -> tuple[tuple[str, float], ...]:
+    """(Ray resource name, amount) one trial asks for."""
+    return (("CPU", spec.resources.cpu), ("GPU", spec.resources.gpu))
+
+
 def check_cluster_resources(spec: SweepSpec) -> None:
     """The cluster must be able to place one trial (a GPU asked where there is none: exit 2)."""
     import ray
 
     total = ray.cluster_resources()
-    for key, need in (("CPU", spec.resources.cpu), ("GPU", spec.resources.gpu)):
+    for key, need in _trial_needs(spec):
         have = float(total.get(key, 0.0))
         if need > 0 and have < need:
             raise InputError(f"resources.{key.lower()}: a trial asks for {need:g} {key}(s) but the Ray cluster "
@@ -362,8 +367,7 @@ def placeable_trials(spec: SweepSpec) -> int:
     import ray
 
     total = ray.cluster_resources()
-    fits = [int(float(total.get(key, 0.0)) // need) for key, need in
-            (("CPU", spec.resources.cpu), ("GPU", spec.resources.gpu)) if need > 0]
+    fits = [int(float(total.get(key, 0.0)) // need) for key, need in _trial_needs(spec) if need > 0]
     return max(1, min(fits, default=1))
 
 
@@ -408,7 +412,7 @@ def release_memory() -> None:
             pass
 
 
-def _fit_tuner(spec: SweepSpec, store: RunStore, trials: list[TrialConfig], max_concurrent: int | None,
+def _fit_tuner(spec: SweepSpec, store: RunStore, trials: list[TrialConfig], limit: int | None,
                callback: Any) -> dict[str, str]:
     """One Tuner over `trials`; returns Ray's error text per trial id that errored."""
     from ray import tune
@@ -420,7 +424,6 @@ def _fit_tuner(spec: SweepSpec, store: RunStore, trials: list[TrialConfig], max_
     resources = {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
     trainable = tune.with_resources(tune.with_parameters(_trainable(), sweep=sweep_payload(trials, run_dir, options)),
                                     resources)
-    limit = max_concurrent or spec.execution.max_concurrent
     experiment = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}-{trials[0].trial_id[:6]}"
     storage = _storage_path(store)
     tuner = tune.Tuner(
